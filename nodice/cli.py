@@ -1,0 +1,189 @@
+"""The ``nodice`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nodice.errors import NodiceError
+from nodice.gate.result import EXIT_ERROR, CheckResult
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Batch-invariance gate and evolutionary search for GPU kernels.",
+)
+out = Console()
+err = Console(stderr=True)
+
+EXAMPLES_DIR = Path(__file__).parent / "examples"
+
+_VERDICT_STYLE = {
+    "pass": "bold green",
+    "bi_violation": "bold red",
+    "incorrect": "bold yellow",
+    "cheat": "bold magenta",
+    "error": "bold red",
+}
+
+
+def _fail(message: str) -> None:
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def render_result(r: CheckResult, console: Console = out) -> None:
+    style = _VERDICT_STYLE.get(r.verdict, "bold")
+    console.print(f"[{style}]{r.verdict.upper()}[/] {r.candidate} (task {r.task}, {r.device}, {r.dtype})")
+    for s in r.stages:
+        detail = f" — {s.detail}" if s.detail else ""
+        console.print(
+            f"  {s.name:<12} {s.verdict:<10} {s.ms:>10.1f} ms{detail}", markup=False, highlight=False
+        )
+    for f in r.findings:
+        console.print(
+            f"  [{f.severity}] {f.file}:{f.line} {f.mechanism} → {f.protected}: {f.message}",
+            markup=False,
+            highlight=False,
+        )
+        for step in f.path:
+            console.print(f"      {step}", markup=False, highlight=False)
+        if f.guidance:
+            console.print(f"      fix: {f.guidance}", markup=False, highlight=False)
+    if r.mismatch is not None:
+        m = r.mismatch
+        console.print(f"  first mismatch: {m.line()}", markup=False, highlight=False)
+        console.print(f"  context: {json.dumps(m.context)}", markup=False, highlight=False)
+    if r.error:
+        console.print(f"  {r.error}", markup=False, highlight=False)
+    for n in r.notes:
+        console.print(f"  note: {n}", style="dim", markup=False, highlight=False)
+
+
+@app.command()
+def check(
+    file: Annotated[Path, typer.Argument(help="candidate Python file")],
+    task: Annotated[str, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")],
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
+    entry: Annotated[str, typer.Option(help="name of the entry point")] = "kernel",
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    dynamic_only: Annotated[
+        bool, typer.Option("--dynamic-only", help="run dynamic BI validation alone")
+    ] = False,
+    seed: Annotated[int | None, typer.Option(help="random seed (default: fresh)")] = None,
+    timeout: Annotated[float, typer.Option(help="wall-clock limit in seconds")] = 600.0,
+    sandbox: Annotated[bool, typer.Option(help="run the candidate in a separate process")] = True,
+) -> None:
+    """Run the BI gate on one candidate kernel."""
+    kwargs = dict(
+        path=str(file),
+        task=task,
+        device=device,
+        entry=entry,
+        seed=seed,
+        correctness=not dynamic_only,
+        dynamic=True,
+    )
+    if sandbox:
+        from nodice.evaluation.sandbox import check_isolated
+
+        result = check_isolated(timeout_s=timeout, **kwargs)
+    else:
+        from nodice.gate.pipeline import check as run_check
+
+        result = run_check(**kwargs)  # type: ignore[arg-type]
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2))
+        if result.verdict == "error":
+            err.print(result.error or "error", markup=False, highlight=False)
+    elif result.verdict == "error":
+        _fail(result.error or "error")
+    else:
+        render_result(result)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def tasks(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the task catalog with signatures and workloads."""
+    from nodice.tasks import all_tasks
+
+    catalog = [t.describe() for t in all_tasks()]
+    if as_json:
+        print(json.dumps(catalog, indent=2))
+        return
+    for t in catalog:
+        out.print(f"[bold]{t['name']}[/] ({t['family']}; sample: {t['sample']})")
+        out.print(f"  {t['signature']}", markup=False, highlight=False)
+        table = Table(show_header=True, header_style="dim", box=None, padding=(0, 2))
+        table.add_column("workload")
+        table.add_column("model")
+        table.add_column("shape")
+        for w in t["workloads"]:
+            shape = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("name", "model"))
+            table.add_row(w["name"], w["model"], shape)
+        out.print(table)
+
+
+@app.command()
+def demo(
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", "-t", help="only these tasks")] = None,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+) -> None:
+    """Run the gate on every bundled example (seeds pass, violating variants are caught)."""
+    from nodice.evaluation.sandbox import check_isolated
+
+    folders = sorted(p for p in EXAMPLES_DIR.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    if task:
+        folders = [f for f in folders if f.name in task]
+    table = Table(title="nodice check on the bundled examples")
+    for col in ("task", "candidate", "expected", "verdict", "ms", "reason"):
+        table.add_column(col, overflow="fold")
+    surprises = 0
+    for folder in folders:
+        for f in sorted(folder.glob("*.py")):
+            if f.name.startswith("_"):
+                continue
+            expected = "pass" if f.stem == "seed" else "reject"
+            r = check_isolated(path=str(f), task=folder.name, device=device, seed=seed)
+            ms = sum(s.ms for s in r.stages)
+            ok = (r.verdict == "pass") == (expected == "pass") and r.verdict != "error"
+            surprises += not ok
+            style = _VERDICT_STYLE.get(r.verdict, "")
+            table.add_row(
+                folder.name, f.name, expected, f"[{style}]{r.verdict}[/]", f"{ms:.0f}", (r.reason or "")[:90]
+            )
+            out.print(f"{folder.name}/{f.name}: {r.verdict}", highlight=False)
+    out.print(table)
+    if surprises:
+        _fail(f"{surprises} example(s) did not get the expected verdict")
+
+
+# Commands that live with their own capability register here (module path, function name).
+_COMMAND_MODULES: list[str] = []
+
+
+def _register_commands() -> None:
+    import importlib
+
+    for mod in _COMMAND_MODULES:
+        importlib.import_module(mod).register(app)
+
+
+def main() -> None:
+    _register_commands()
+    try:
+        app()
+    except NodiceError as exc:  # pragma: no cover - commands handle their own
+        print(exc.line(), file=sys.stderr)
+        sys.exit(EXIT_ERROR)

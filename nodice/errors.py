@@ -1,0 +1,56 @@
+"""Failure kinds of nodice, one exception type each.
+
+The CLI turns every one of them into a single line and exit code 2 (the input
+could not be judged); rejections of a judged candidate are verdicts, not errors.
+"""
+
+from __future__ import annotations
+
+
+class NodiceError(Exception):
+    """Base class: the input could not be judged."""
+
+    kind = "error"
+
+    def line(self) -> str:
+        return f"{self.kind}: {self}"
+
+
+class UnknownTaskError(NodiceError):
+    kind = "unknown task"
+
+
+class CandidateLoadError(NodiceError):
+    """The candidate file is missing, unreadable, does not parse or fails to import."""
+
+    kind = "cannot load candidate"
+
+
+class EntryPointError(NodiceError):
+    """No callable entry point, or one whose arity does not match the task."""
+
+    kind = "bad entry point"
+
+
+class KernelCrashError(NodiceError):
+    """The candidate raised, or its process died, while running."""
+
+    kind = "kernel crashed"
+
+
+class KernelTimeoutError(NodiceError):
+    kind = "kernel timed out"
+
+
+class OutputSpecError(NodiceError):
+    """The kernel returned the wrong type, shape or dtype."""
+
+    kind = "bad output"
+
+
+class DeviceError(NodiceError):
+    kind = "device unavailable"
+
+
+class ContractError(NodiceError):
+    kind = "bad contract"

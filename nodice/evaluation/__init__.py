@@ -1,0 +1,1 @@
+"""Evaluation service: sandboxed execution of the gate for untrusted candidates."""

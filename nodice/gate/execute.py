@@ -1,0 +1,89 @@
+"""Call an untrusted kernel: poison what it may allocate, catch what it raises, check what it returns."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nodice.errors import KernelCrashError, OutputSpecError
+from nodice.tasks.base import Output, Task
+
+
+def poison_allocator(device: torch.device, shapes: list[tuple[torch.Size, torch.dtype]]) -> None:
+    """Leave NaN in the memory the kernel's next ``torch.empty`` calls are likely to get.
+
+    The caching allocator (and malloc for small blocks) hands freed blocks back
+    for the same sizes, so an output element the kernel never writes reads NaN
+    instead of a previous run's correct answer.
+    """
+    blocks = []
+    for shape, dtype in shapes:
+        t = torch.empty(shape, dtype=dtype, device=device)
+        if dtype.is_floating_point:
+            t.fill_(float("nan"))
+        else:
+            t.fill_(-1)
+        blocks.append(t)
+    del blocks
+
+
+def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) -> Any:
+    try:
+        out = fn(*args)
+        if args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
+            torch.cuda.synchronize()
+        return out
+    except SystemExit as exc:
+        raise KernelCrashError(f"kernel called exit({exc.code})") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == candidate]
+        where = f" at {candidate.name}:{frames[-1].lineno}" if frames else ""
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise KernelCrashError(f"{type(exc).__name__}{where}: {msg}"[:400]) from None
+
+
+def expected_outputs(task: Task, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+    ref = task.reference(*args)
+    outs = ref if isinstance(ref, tuple) else (ref,)
+    return [(o.shape, o.dtype) for o in outs]
+
+
+def check_output(
+    task: Task, out: Any, spec: list[tuple[torch.Size, torch.dtype]], device: torch.device
+) -> tuple[torch.Tensor, ...]:
+    """The kernel's output as a tuple of tensors matching ``spec`` exactly, or OutputSpecError."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != len(spec):
+        raise OutputSpecError(f"kernel returned {len(outs)} outputs, the task expects {len(spec)}")
+    for name, o, (shape, dtype) in zip(task.output_names, outs, spec, strict=True):
+        if not isinstance(o, torch.Tensor):
+            raise OutputSpecError(f"{name} is a {type(o).__name__}, not a torch.Tensor")
+        if type(o) is not torch.Tensor and not isinstance(o, torch.nn.Parameter):
+            raise OutputSpecError(f"{name} is a {type(o).__name__}, not a plain torch.Tensor")
+        if o.shape != shape:
+            raise OutputSpecError(f"{name} has shape {tuple(o.shape)}, expected {tuple(shape)}")
+        if o.dtype != dtype:
+            raise OutputSpecError(f"{name} has dtype {o.dtype}, expected {dtype}")
+        if o.device.type != device.type:
+            raise OutputSpecError(f"{name} is on {o.device}, expected {device.type}")
+    return tuple(outs)
+
+
+def run_checked(
+    task: Task,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    candidate: Path,
+    spec: list[tuple[torch.Size, torch.dtype]],
+    device: torch.device,
+) -> Output:
+    poison_allocator(device, spec)
+    out = call_kernel(fn, args, candidate)
+    outs = check_output(task, out, spec, device)
+    return outs if len(outs) > 1 else outs[0]

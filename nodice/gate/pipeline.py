@@ -1,0 +1,111 @@
+"""The BI gate: static analysis → reference correctness → dynamic validation, each rejection final."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+from nodice.errors import NodiceError
+from nodice.gate.correctness import check_correctness
+from nodice.gate.dynamic import validate
+from nodice.gate.loader import load_candidate, read_source
+from nodice.gate.result import CheckResult, StageResult, StageVerdict
+from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
+from nodice.tasks import get_task
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1e3, 3)
+
+
+def check(
+    path: str | Path,
+    task: str,
+    *,
+    device: str | None = None,
+    entry: str = "kernel",
+    static: bool = False,
+    correctness: bool = True,
+    dynamic: bool = True,
+    seed: int | None = None,
+) -> CheckResult:
+    """Judge one candidate file for ``task``. Never raises for a bad candidate: returns verdict ``error``."""
+    candidate = str(path)
+    result = CheckResult("pass", task, candidate, device or "", "")
+    try:
+        t = get_task(task)
+        dev = resolve_device(device)
+        dtype = t.dtype_for(dev)
+        result.device, result.dtype = dev.type, str(dtype).removeprefix("torch.")
+        if dev.type == "cpu":
+            result.notes.append(CPU_NOTE)
+        seed = secrets.randbits(31) if seed is None else seed
+        result.notes.append(f"seed={seed}")
+        p = Path(path)
+        read_source(p.resolve())
+
+        if static:
+            from nodice.gate.static_stage import run_static
+
+            t0 = time.perf_counter()
+            findings, unresolved = run_static(p, t)
+            result.findings = findings + unresolved
+            verdict: StageVerdict = "reject" if findings else ("unresolved" if unresolved else "pass")
+            result.stages.append(
+                StageResult(
+                    "static",
+                    verdict,
+                    _ms(t0),
+                    stats={"findings": len(findings), "unresolved": len(unresolved)},
+                )
+            )
+            if findings:
+                result.verdict = "bi_violation"
+                result.reason = f"static: {findings[0].message}"
+                return result
+
+        if not (correctness or dynamic):
+            return result
+        prepare(dev)
+        t0 = time.perf_counter()
+        cand = load_candidate(p, entry, t.arity)
+        result.stages.append(StageResult("load", "pass", _ms(t0)))
+
+        if correctness:
+            t0 = time.perf_counter()
+            rep = check_correctness(t, cand.fn, cand.path, dev, dtype, seed)
+            result.stages.append(
+                StageResult(
+                    "correctness",
+                    "pass" if rep.ok else "reject",
+                    _ms(t0),
+                    rep.detail,
+                    {"trials": rep.trials, "max_abs_err": rep.max_abs_err},
+                )
+            )
+            if not rep.ok:
+                result.verdict = "incorrect"
+                result.reason = f"correctness: {rep.detail}"
+                return result
+
+        if dynamic:
+            t0 = time.perf_counter()
+            drep = validate(t, cand.fn, cand.path, dev, dtype, seed)
+            stats = {
+                "contexts": drep.contexts_run,
+                "kernel_calls": drep.kernel_calls,
+                "kernel_ms": round(drep.kernel_ms, 3),
+            }
+            if drep.mismatch is not None:
+                result.stages.append(StageResult("dynamic", "reject", _ms(t0), drep.mismatch.line(), stats))
+                result.verdict = "bi_violation"
+                result.mismatch = drep.mismatch
+                result.reason = f"dynamic: {drep.mismatch.line()}"
+                return result
+            result.stages.append(StageResult("dynamic", "pass", _ms(t0), "", stats))
+    except NodiceError as exc:
+        result.verdict = "error"
+        result.error = exc.line()
+        result.reason = exc.line()
+    return result

@@ -1,0 +1,108 @@
+"""Typed results of the gate; ``to_dict`` gives the JSON that SPEC §4 pins."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Verdict = Literal["pass", "bi_violation", "incorrect", "cheat", "error"]
+StageVerdict = Literal["pass", "reject", "error", "skipped", "unresolved"]
+
+# Exit codes of `nodice check` (SPEC §4).
+EXIT_PASS, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass
+class Finding:
+    """One static-analysis finding: a batch-derived value reaching a protected sink."""
+
+    rule: str
+    mechanism: str
+    protected: str
+    file: str
+    line: int
+    message: str
+    path: list[str] = field(default_factory=list)
+    guidance: str = ""
+    severity: Literal["violation", "unresolved"] = "violation"
+
+
+@dataclass
+class Mismatch:
+    """The first bitwise difference dynamic validation found."""
+
+    context: dict[str, Any]
+    sample: str
+    output: str
+    index: list[int]
+    expected: float
+    got: float
+    differing: int
+    total: int
+
+    def line(self) -> str:
+        ctx = self.context.get("name", "")
+        return (
+            f"{self.sample} differs in context {ctx}: {self.output}{self.index} "
+            f"expected {self.expected!r}, got {self.got!r} "
+            f"({self.differing}/{self.total} elements differ)"
+        )
+
+
+@dataclass
+class StageResult:
+    name: str
+    verdict: StageVerdict
+    ms: float
+    detail: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckResult:
+    verdict: Verdict
+    task: str
+    candidate: str
+    device: str
+    dtype: str
+    stages: list[StageResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    mismatch: Mismatch | None = None
+    error: str | None = None
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.verdict == "pass":
+            return EXIT_PASS
+        if self.verdict == "error":
+            return EXIT_ERROR
+        return EXIT_REJECTED
+
+    def stage(self, name: str) -> StageResult | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stages"] = {s.name: {k: v for k, v in asdict(s).items() if k != "name"} for s in self.stages}
+        d["exit_code"] = self.exit_code
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
+        stages = [StageResult(name=k, **v) for k, v in d.get("stages", {}).items()]
+        mismatch = Mismatch(**d["mismatch"]) if d.get("mismatch") else None
+        return cls(
+            verdict=d["verdict"],
+            task=d["task"],
+            candidate=d["candidate"],
+            device=d["device"],
+            dtype=d["dtype"],
+            stages=stages,
+            findings=[Finding(**f) for f in d.get("findings", [])],
+            mismatch=mismatch,
+            error=d.get("error"),
+            reason=d.get("reason", ""),
+            notes=list(d.get("notes", [])),
+        )

@@ -1,0 +1,206 @@
+"""The task API: what a task owns so that the gate can judge a kernel for it.
+
+A task knows how to make one *sample* (the unit that must be batch-invariant),
+how to compose samples into a batch at chosen positions, the reference, the
+correctness rule, the batch contexts worth trying, and the workloads it is
+benchmarked on. The gate is written against this interface only.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+Output = torch.Tensor | tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A benchmark shape taken from a real model."""
+
+    name: str
+    params: dict[str, Any]
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class BIContext:
+    """One batch in which the target sample is run and compared with its batch-1 output.
+
+    ``position`` may be negative (counted from the end). ``params`` carries
+    family-specific knobs (batchmate lengths, page placement, routing bias …).
+    """
+
+    name: str
+    batch_size: int
+    position: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def resolved_position(self) -> int:
+        return self.position % self.batch_size
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "batch_size": self.batch_size,
+            "position": self.resolved_position(),
+            **self.params,
+        }
+
+
+@dataclass
+class Problem:
+    """Everything shared by the samples of one batch: sizes, weights, scalar arguments."""
+
+    device: torch.device
+    dtype: torch.dtype
+    dims: dict[str, Any]
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    """One sample's own inputs (a row, a sequence, a request …)."""
+
+    tensors: dict[str, torch.Tensor]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+# Tolerances against an fp32 reference, by the dtype the kernel computes in.
+DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
+    torch.float16: Tolerance(atol=2e-3, rtol=2e-3),
+    torch.bfloat16: Tolerance(atol=1.6e-2, rtol=1.6e-2),
+}
+
+
+class Task(ABC):
+    """Base class of every task in the catalog."""
+
+    name: str
+    family: str
+    signature: str
+    sample_unit: str
+    output_names: tuple[str, ...] = ("out",)
+    # Number of positional arguments the kernel takes.
+    arity: int
+
+    # ---- sizes and dtypes -------------------------------------------------
+    def dtype_for(self, device: torch.device) -> torch.dtype:
+        """bf16 on GPU; fp32 on CPU, where Triton's interpreter does not compute bf16."""
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+    # ---- samples and batches ----------------------------------------------
+    @abstractmethod
+    def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
+        """Shared part of a batch, sized for ``device`` (small on CPU)."""
+
+    @abstractmethod
+    def sample(self, problem: Problem, gen: torch.Generator, **hints: Any) -> Sample:
+        """Fresh random inputs for one sample. ``hints`` carry context knobs (e.g. a length)."""
+
+    @abstractmethod
+    def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
+        """The kernel's positional arguments for a batch holding ``samples`` in that order."""
+
+    def select(self, output: Output, index: int) -> tuple[torch.Tensor, ...]:
+        """The part of the output that belongs to sample ``index`` (one tensor per output)."""
+        outs = output if isinstance(output, tuple) else (output,)
+        return tuple(o[index] for o in outs)
+
+    # ---- reference and correctness -----------------------------------------
+    @abstractmethod
+    def reference(self, *args: Any) -> Output:
+        """Reference semantics, computed in fp32 and cast to the output dtype."""
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return DEFAULT_TOLERANCES[dtype]
+
+    def correctness_batches(self, device: torch.device) -> list[int]:
+        return [1, 5, 16] if device.type == "cpu" else [1, 7, 64, 256]
+
+    # ---- batch invariance ---------------------------------------------------
+    @abstractmethod
+    def contexts(self, device: torch.device) -> list[BIContext]:
+        """Admissible batch contexts, CPU-sized or GPU-sized."""
+
+    def witnesses(self, device: torch.device) -> int:
+        """Extra samples checked alongside the target in every context.
+
+        A reduction-order change flips a given row's output bits only part of the
+        time (about a third of rows for a re-tiled fp32 sum of squares), so more
+        compared rows per batch make a violation's detection near-certain for the
+        cost of a few batch-1 calls.
+        """
+        return 15
+
+    # ---- performance ---------------------------------------------------------
+    @abstractmethod
+    def workloads(self) -> list[Workload]:
+        """Benchmark shapes from real models."""
+
+    def small_workloads(self) -> list[Workload]:
+        """CPU-sized workloads (Triton interpreter), used to score candidates without a GPU."""
+        return []
+
+    def bench_workloads(self, device: torch.device) -> list[Workload]:
+        return self.workloads() if device.type == "cuda" else self.small_workloads()
+
+    @abstractmethod
+    def workload_inputs(
+        self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
+    ) -> tuple[Any, ...]:
+        """The kernel's arguments for one workload."""
+
+    @abstractmethod
+    def flops(self, workload: Workload) -> float:
+        """Useful floating-point operations of one call."""
+
+    @abstractmethod
+    def bytes_moved(self, workload: Workload, dtype: torch.dtype) -> float:
+        """Fewest bytes one call must move through device memory."""
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "signature": self.signature,
+            "sample": self.sample_unit,
+            "arity": self.arity,
+            "workloads": [{"name": w.name, "model": w.model, **w.params} for w in self.workloads()],
+        }
+
+
+def randn(
+    shape: tuple[int, ...],
+    gen: torch.Generator,
+    device: torch.device,
+    dtype: torch.dtype,
+    scale: float = 1.0,
+    shift: float = 0.0,
+) -> torch.Tensor:
+    """Normal random data drawn on the CPU generator (reproducible across devices), never zeros."""
+    t = torch.randn(shape, generator=gen, dtype=torch.float32) * scale + shift
+    # An exact zero hides unwritten outputs and wrong indexing: nudge it away.
+    t = torch.where(t == 0, torch.full_like(t, 1e-3), t)
+    return t.to(device=device, dtype=dtype)
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def geomean(values: list[float]) -> float:
+    if not values or any(v <= 0 for v in values):
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -1,0 +1,89 @@
+"""RMSNorm: ``y = x · rsqrt(mean(x²) + eps) · weight``, one row is one sample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from nodice.tasks.base import BIContext, Problem, Sample, Task, Workload, element_size, randn
+
+# Hidden sizes of real models (Llama-3-8B/70B, Qwen3-8B/30B-A3B).
+_WORKLOADS = [
+    Workload("llama3-8b-decode", {"B": 128, "H": 4096}, "Llama-3-8B"),
+    Workload("llama3-8b-prefill", {"B": 8192, "H": 4096}, "Llama-3-8B"),
+    Workload("qwen3-30b-a3b-prefill", {"B": 16384, "H": 2048}, "Qwen3-30B-A3B"),
+    Workload("llama3-70b-prefill", {"B": 4096, "H": 8192}, "Llama-3-70B"),
+]
+
+
+def _batch_contexts(device: torch.device) -> list[BIContext]:
+    """Batch sizes that cross the usual heuristics (SM count, powers of two, small-batch paths)."""
+    sizes = [2, 3, 8, 17, 64] if device.type == "cpu" else [2, 3, 8, 31, 64, 132, 257, 1024, 4096]
+    out: list[BIContext] = []
+    for b in sizes:
+        for pos, label in ((0, "first"), (b // 2, "middle"), (-1, "last")):
+            out.append(BIContext(f"batch={b},{label}", b, pos))
+    return out
+
+
+class RowwiseTask(Task):
+    """Shared machinery of row-wise normalisations: a sample is one row of ``[B, H]``."""
+
+    sample_unit = "one row"
+    family = "normalization"
+
+    def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
+        hidden = 1024 if device.type == "cpu" else 4096
+        weight = randn((hidden,), gen, device, dtype, scale=0.1, shift=1.0)
+        return Problem(device, dtype, {"H": hidden}, {"weight": weight, "eps": 1e-6})
+
+    def contexts(self, device: torch.device) -> list[BIContext]:
+        return _batch_contexts(device)
+
+    def workloads(self) -> list[Workload]:
+        return list(_WORKLOADS)
+
+    def small_workloads(self) -> list[Workload]:
+        return [Workload("cpu-small", {"B": 16, "H": 1024}), Workload("cpu-wide", {"B": 4, "H": 4096})]
+
+    def flops(self, workload: Workload) -> float:
+        b, h = workload.params["B"], workload.params["H"]
+        return 4.0 * b * h
+
+
+class RMSNorm(RowwiseTask):
+    name = "rmsnorm"
+    signature = "kernel(x[B,H] bf16, weight[H] bf16, eps: float) -> y[B,H] bf16"
+    output_names = ("y",)
+    arity = 3
+
+    def sample(self, problem: Problem, gen: torch.Generator, **hints: Any) -> Sample:
+        # Activations of a residual stream: mostly O(1) with a few larger channels.
+        x = randn((problem.dims["H"],), gen, problem.device, problem.dtype, scale=1.5)
+        return Sample({"x": x})
+
+    def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
+        x = torch.stack([s.tensors["x"] for s in samples]).contiguous()
+        return (x, problem.shared["weight"], problem.shared["eps"])
+
+    def reference(self, *args: Any) -> torch.Tensor:
+        x, weight, eps = args
+        xf = x.float()
+        rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+        return (xf * rstd * weight.float()).to(x.dtype)
+
+    def workload_inputs(
+        self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
+    ) -> tuple[Any, ...]:
+        b, h = workload.params["B"], workload.params["H"]
+        x = randn((b, h), gen, device, dtype, scale=1.5)
+        w = randn((h,), gen, device, dtype, scale=0.1, shift=1.0)
+        return (x, w, 1e-6)
+
+    def bytes_moved(self, workload: Workload, dtype: torch.dtype) -> float:
+        b, h = workload.params["B"], workload.params["H"]
+        return float((2 * b * h + h) * element_size(dtype))
+
+
+TASK = RMSNorm()
