@@ -1,0 +1,3 @@
+from nodice.cli import main
+
+main()

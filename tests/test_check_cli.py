@@ -1,0 +1,144 @@
+"""`nodice check` from the command line: verdicts, exit codes, JSON, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, run_cli
+
+RMSNORM = EXAMPLES / "rmsnorm"
+
+GOOD_KERNEL = """
+import torch
+
+def kernel(x, weight, eps):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+"""
+
+BAD_INPUTS = {
+    "syntax_error": ("def kernel(x, weight, eps)\n    return x\n", "syntax error in cand.py:1"),
+    "import_error": ("import not_a_module_nodice\n" + GOOD_KERNEL, "ModuleNotFoundError"),
+    "no_kernel": ("def other(x, weight, eps):\n    return x\n", "defines no 'kernel'"),
+    "not_callable": ("kernel = 3\n", "is not callable"),
+    "wrong_arity": ("def kernel(x, weight):\n    return x\n", "the task passes 3"),
+    "raises": (
+        "def kernel(x, weight, eps):\n    raise RuntimeError('boom')\n",
+        "RuntimeError at cand.py:2: boom",
+    ),
+    "segfault": (
+        "import ctypes\n\ndef kernel(x, weight, eps):\n    return ctypes.string_at(0)\n",
+        "worker killed by SIGSEGV",
+    ),
+    "exits": ("import os\n\ndef kernel(x, weight, eps):\n    os._exit(3)\n", "exited with status 3"),
+    "wrong_shape": (
+        GOOD_KERNEL.replace("return (", "return (") + "\n_k = kernel\n"
+        "def kernel(x, weight, eps):\n    return _k(x, weight, eps)[:, :-1]\n",
+        "has shape",
+    ),
+    "wrong_dtype": (
+        GOOD_KERNEL + "\n_k = kernel\ndef kernel(x, weight, eps):\n    return _k(x, weight, eps).double()\n",
+        "has dtype torch.float64",
+    ),
+    "not_a_tensor": ("def kernel(x, weight, eps):\n    return [1, 2]\n", "outputs"),
+    "import_exit": ("import sys\nsys.exit(4)\n", "called exit(4) while importing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_candidate_gets_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    source, expected = BAD_INPUTS[case]
+    cand = tmp_path / "cand.py"
+    cand.write_text(source)
+    proc = run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", "--seed", "3")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert expected in lines[0]
+
+
+def test_missing_file_and_unknown_task(tmp_path: Path) -> None:
+    missing = run_cli("check", str(tmp_path / "nope.py"), "--task", "rmsnorm", "--device", "cpu")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"cannot load candidate: no such file: {tmp_path / 'nope.py'}"
+    ]
+    unknown = run_cli("check", str(RMSNORM / "seed.py"), "--task", "layernorm2", "--device", "cpu")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().startswith("unknown task: 'layernorm2'")
+    assert "Traceback" not in unknown.stderr
+
+
+def test_hanging_kernel_times_out(tmp_path: Path) -> None:
+    cand = tmp_path / "hang.py"
+    cand.write_text("import time\n\ndef kernel(x, weight, eps):\n    time.sleep(3600)\n")
+    proc = run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", "--timeout", "15")
+    assert proc.returncode == 2
+    assert "timed out" in proc.stderr
+
+
+def test_seed_passes_and_json_shape_is_stable() -> None:
+    proc = run_cli(
+        "check", str(RMSNORM / "seed.py"), "--task", "rmsnorm", "--device", "cpu", "--json", "--seed", "5"
+    )
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert {"verdict", "task", "candidate", "stages", "findings", "mismatch", "error", "exit_code"} <= set(d)
+    assert d["verdict"] == "pass" and d["task"] == "rmsnorm" and d["error"] is None
+    assert d["device"] == "cpu" and d["dtype"] == "float32"
+    assert {"correctness", "dynamic"} <= set(d["stages"])
+    for stage in d["stages"].values():
+        assert set(stage) >= {"verdict", "ms"} and stage["ms"] >= 0
+    assert d["stages"]["dynamic"]["stats"]["contexts"] >= 10
+    assert any("TRITON_INTERPRET" in n for n in d["notes"])
+
+
+def test_violation_json_reports_first_mismatch() -> None:
+    proc = run_cli(
+        "check",
+        str(RMSNORM / "torch_path_small_batch.py"),
+        "--task",
+        "rmsnorm",
+        "--device",
+        "cpu",
+        "--json",
+        "--seed",
+        "5",
+        "--dynamic-only",
+    )
+    assert proc.returncode == 1, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["verdict"] == "bi_violation"
+    assert "correctness" not in d["stages"] and d["stages"]["dynamic"]["verdict"] == "reject"
+    m = d["mismatch"]
+    assert set(m) >= {"context", "index", "expected", "got"}
+    assert m["expected"] != m["got"]
+    assert m["context"]["batch_size"] > 1 and 0 <= m["context"]["position"] < m["context"]["batch_size"]
+
+
+def test_human_output_names_verdict_and_context() -> None:
+    proc = run_cli(
+        "check",
+        str(RMSNORM / "split_rows_small_batch.py"),
+        "--task",
+        "rmsnorm",
+        "--device",
+        "cpu",
+        "--seed",
+        "2",
+    )
+    assert proc.returncode == 1
+    assert "BI_VIOLATION" in proc.stdout and "first mismatch" in proc.stdout
+
+
+def test_tasks_lists_signatures() -> None:
+    proc = run_cli("tasks", "--json")
+    assert proc.returncode == 0
+    names = {t["name"]: t for t in json.loads(proc.stdout)}
+    assert "rmsnorm" in names
+    assert names["rmsnorm"]["signature"].startswith("kernel(x[B,H]")
+    assert len(names["rmsnorm"]["workloads"]) >= 3
