@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from nodice.gate.execute import expected_outputs, run_checked
-from nodice.tasks.base import Output, Task
+from nodice.tasks.base import CorrectnessReport, Output, Task
 
-
-@dataclass
-class CorrectnessReport:
-    ok: bool
-    detail: str
-    trials: int
-    max_abs_err: float
+__all__ = ["CorrectnessReport", "check_correctness", "compare"]
 
 
 def compare(task: Task, out: Output, ref: Output, dtype: torch.dtype) -> tuple[bool, str, float]:
@@ -52,7 +45,17 @@ def compare(task: Task, out: Output, ref: Output, dtype: torch.dtype) -> tuple[b
 def check_correctness(
     task: Task, fn: Callable[..., Any], candidate: Path, device: torch.device, dtype: torch.dtype, seed: int
 ) -> CorrectnessReport:
-    """Run the kernel on fresh batches of several sizes and compare with the fp32 reference."""
+    """Run the kernel on fresh batches of several sizes and compare with the fp32 reference.
+
+    A task with its own rule (``Task.check_correctness``) judges instead.
+    """
+
+    def run(args: tuple[Any, ...]) -> Output:
+        return run_checked(task, fn, args, candidate, expected_outputs(task, args), device)
+
+    own = task.check_correctness(run, device, dtype, seed)
+    if own is not None:
+        return own
     worst = 0.0
     batches = task.correctness_batches(device)
     for trial, batch in enumerate(batches):

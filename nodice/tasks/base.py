@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,21 @@ class Tolerance:
     rtol: float
 
 
+@dataclass
+class CorrectnessReport:
+    """Verdict of the correctness stage: ``detail`` says what was wrong when ``ok`` is false."""
+
+    ok: bool
+    detail: str
+    trials: int
+    max_abs_err: float
+
+
+# The kernel under test, called on one batch's arguments: allocations poisoned,
+# the output checked against the task's shapes and dtypes, crashes typed.
+KernelRun = Callable[[tuple[Any, ...]], Output]
+
+
 # Tolerances against an fp32 reference, by the dtype the kernel computes in.
 DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
     torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
@@ -128,6 +144,17 @@ class Task(ABC):
 
     def correctness_batches(self, device: torch.device) -> list[int]:
         return [1, 5, 16] if device.type == "cpu" else [1, 7, 64, 256]
+
+    def check_correctness(
+        self, run: KernelRun, device: torch.device, dtype: torch.dtype, seed: int
+    ) -> CorrectnessReport | None:
+        """A task's own correctness rule, for outputs that one tolerance cannot judge.
+
+        Sampling, for instance, is judged by its distribution over many seeds.
+        ``None`` (the default) means the generic rule: fresh batches compared
+        elementwise with the reference within :meth:`tolerance`.
+        """
+        return None
 
     # ---- batch invariance ---------------------------------------------------
     @abstractmethod
