@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nodice.errors import NodiceError
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import validate
-from nodice.gate.loader import load_candidate, read_source
-from nodice.gate.result import CheckResult, StageResult, StageVerdict
+from nodice.gate.loader import Candidate, load_candidate, read_source
+from nodice.gate.result import CheatDetected, CheckResult, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.tasks import get_task
 
@@ -29,6 +30,7 @@ def check(
     correctness: bool = True,
     dynamic: bool = True,
     seed: int | None = None,
+    guard: Callable[[Candidate], Candidate] | None = None,
 ) -> CheckResult:
     """Judge one candidate file for ``task``. Never raises for a bad candidate: returns verdict ``error``."""
     candidate = str(path)
@@ -71,6 +73,15 @@ def check(
         t0 = time.perf_counter()
         cand = load_candidate(p, entry, t.arity)
         result.stages.append(StageResult("load", "pass", _ms(t0)))
+        if guard is not None:
+            # Anti-cheat probes on the loaded kernel; may wrap it to watch every later call.
+            t0 = time.perf_counter()
+            try:
+                cand = guard(cand)
+            except CheatDetected as exc:
+                result.stages.append(StageResult("guards", "reject", _ms(t0), exc.line()))
+                raise
+            result.stages.append(StageResult("guards", "pass", _ms(t0)))
 
         if correctness:
             t0 = time.perf_counter()
@@ -104,6 +115,10 @@ def check(
                 result.reason = f"dynamic: {drep.mismatch.line()}"
                 return result
             result.stages.append(StageResult("dynamic", "pass", _ms(t0), "", stats))
+    except CheatDetected as exc:
+        result.verdict = "cheat"
+        result.cheat_rule = exc.rule
+        result.reason = exc.line()
     except NodiceError as exc:
         result.verdict = "error"
         result.error = exc.line()

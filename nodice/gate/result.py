@@ -5,11 +5,26 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from nodice.errors import NodiceError
+
 Verdict = Literal["pass", "bi_violation", "incorrect", "cheat", "error"]
 StageVerdict = Literal["pass", "reject", "error", "skipped", "unresolved"]
 
 # Exit codes of `nodice check` (SPEC §4).
 EXIT_PASS, EXIT_REJECTED, EXIT_ERROR = 0, 1, 2
+
+
+class CheatDetected(NodiceError):
+    """A candidate games the harness instead of computing the operation; ``rule`` names the guard."""
+
+    kind = "cheat"
+
+    def __init__(self, rule: str, detail: str):
+        super().__init__(detail)
+        self.rule = rule
+
+    def line(self) -> str:
+        return f"cheat ({self.rule}): {self}"
 
 
 @dataclass
@@ -71,6 +86,8 @@ class CheckResult:
     error: str | None = None
     reason: str = ""
     notes: list[str] = field(default_factory=list)
+    # Name of the anti-cheat rule that fired when ``verdict == "cheat"``.
+    cheat_rule: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -105,4 +122,5 @@ class CheckResult:
             error=d.get("error"),
             reason=d.get("reason", ""),
             notes=list(d.get("notes", [])),
+            cheat_rule=d.get("cheat_rule"),
         )
