@@ -6,6 +6,11 @@ and expose run-to-run nondeterminism; then run them inside every context the
 task admits, with fresh batchmates, and compare bitwise. Stop at the first
 mismatch. Finally repeat the largest context on identical inputs, which
 catches atomics whose order changes from run to run.
+
+A context may ask for its own problem variant (``params["variant"]``, e.g. a
+head layout or causality that a whole batch shares): contexts are grouped by
+variant, and each group gets ``task.problem(gen, device, dtype, **variant)``,
+its own target and witnesses, and their batch-1 bits.
 """
 
 from __future__ import annotations
@@ -91,6 +96,32 @@ def _compare(
     return None
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if not t.dtype.is_floating_point:
+        return t
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _first_mismatch(
+    task: Task,
+    tracked: list[tuple[str, dict[str, Any]]],
+    expected: list[tuple[torch.Tensor, ...]],
+    got: list[tuple[torch.Tensor, ...]],
+) -> Mismatch | None:
+    """Compare all tracked samples at once (one device sync); locate the first difference only if any."""
+    same = all(
+        torch.equal(_bits(torch.stack([e[k] for e in expected])), _bits(torch.stack([g[k] for g in got])))
+        for k in range(len(task.output_names))
+    )
+    if same:
+        return None
+    for (label, ctx), e, g in zip(tracked, expected, got, strict=True):
+        m = _compare(task, label, ctx, e, g)
+        if m is not None:
+            return m
+    return None
+
+
 def validate(
     task: Task,
     fn: Callable[..., Any],
@@ -102,30 +133,79 @@ def validate(
 ) -> DynamicReport:
     runner = _Runner(task, fn, candidate, device)
     gen = torch.Generator().manual_seed(seed)
-    problem = task.problem(gen, device, dtype)
     contexts = task.contexts(device) if contexts is None else contexts
     n_witness = task.witnesses(device)
-    targets = [task.sample(problem, gen) for _ in range(1 + n_witness)]
     labels = ["target"] + [f"witness {i}" for i in range(1, n_witness + 1)]
     done: list[str] = []
 
     def report(m: Mismatch | None) -> DynamicReport:
         return DynamicReport(m, len(done), runner.calls, runner.kernel_ms, done)
 
-    # Batch 1, twice: the reference bits, and whether the kernel is deterministic at all.
-    alone: list[tuple[torch.Tensor, ...]] = []
-    for label, s in zip(labels, targets, strict=True):
-        _, out = runner.run(problem, [s], gen)
-        bits = tuple(t.clone() for t in task.select(out, 0))
-        _, again = runner.run(problem, [s], gen)
-        rerun = {"name": "batch=1,rerun", "batch_size": 1, "position": 0}
-        m = _compare(task, label, rerun, bits, task.select(again, 0))
+    largest: tuple[BIContext, tuple[Any, ...], dict[int, int]] | None = None
+    for variant, group in _by_variant(contexts):
+        problem = task.problem(gen, device, dtype, **variant)
+        targets = task.samples(problem, gen, 1 + n_witness)
+        # Batch 1, twice: the reference bits, and whether the kernel is deterministic at all.
+        alone: list[tuple[torch.Tensor, ...]] = []
+        again: list[tuple[torch.Tensor, ...]] = []
+        rerun: dict[str, Any] = {"name": "batch=1,rerun", "batch_size": 1, "position": 0}
+        if variant:
+            rerun["variant"] = variant
+        for s in targets:
+            _, out = runner.run(problem, [s], gen)
+            alone.append(tuple(t.clone() for t in task.select(out, 0)))
+            _, out = runner.run(problem, [s], gen)
+            again.append(tuple(t.clone() for t in task.select(out, 0)))
+        done.append("batch=1,rerun")
+        m = _first_mismatch(task, [(label, rerun) for label in labels], alone, again)
         if m is not None:
-            done.append("batch=1,rerun")
             return report(m)
-        alone.append(bits)
-    done.append("batch=1,rerun")
+        found = _run_contexts(task, runner, problem, gen, group, targets, alone, labels, done)
+        if isinstance(found, Mismatch):
+            return report(found)
+        if found is not None and (largest is None or found[0].batch_size > largest[0].batch_size):
+            largest = found
 
+    if largest is not None:
+        # The same batch again, bit for bit: atomics and racy reductions show up here.
+        big, args, slots = largest
+        _, out1 = runner.run(problem, [], gen, args=args)
+        _, out2 = runner.run(problem, [], gen, args=args)
+        name = f"{big.name},rerun"
+        done.append(name)
+        m = _first_mismatch(
+            task,
+            [(labels[t], big.describe() | {"name": name, "position": slot}) for t, slot in slots.items()],
+            [task.select(out1, slot) for slot in slots.values()],
+            [task.select(out2, slot) for slot in slots.values()],
+        )
+        if m is not None:
+            return report(m)
+    return report(None)
+
+
+def _by_variant(contexts: list[BIContext]) -> list[tuple[dict[str, Any], list[BIContext]]]:
+    """Contexts grouped by the problem variant they ask for, in first-seen order (one group at least)."""
+    groups: dict[str, tuple[dict[str, Any], list[BIContext]]] = {}
+    for ctx in contexts:
+        variant = dict(ctx.params.get("variant") or {})
+        groups.setdefault(repr(sorted(variant.items())), (variant, []))[1].append(ctx)
+    return list(groups.values()) or [({}, [])]
+
+
+def _run_contexts(
+    task: Task,
+    runner: _Runner,
+    problem: Problem,
+    gen: torch.Generator,
+    contexts: list[BIContext],
+    targets: list[Sample],
+    alone: list[tuple[torch.Tensor, ...]],
+    labels: list[str],
+    done: list[str],
+) -> Mismatch | tuple[BIContext, tuple[Any, ...], dict[int, int]] | None:
+    """Run one problem's contexts: the first mismatch, else the largest context's batch for the rerun."""
+    n_witness = len(targets) - 1
     largest: tuple[BIContext, tuple[Any, ...], dict[int, int]] | None = None
     for ctx in contexts:
         b = ctx.batch_size
@@ -137,35 +217,18 @@ def validate(
         for w in range(1, min(n_witness, len(free)) + 1):
             slots[w] = free[perm[w - 1]]
         by_slot = {slot: t for t, slot in slots.items()}
-        samples = [
-            targets[by_slot[i]] if i in by_slot else task.sample(problem, gen, **ctx.params) for i in range(b)
-        ]
+        mates = iter(task.samples(problem, gen, b - len(slots), **ctx.params))
+        samples = [targets[by_slot[i]] if i in by_slot else next(mates) for i in range(b)]
         args, out = runner.run(problem, samples, gen)
         done.append(ctx.name)
-        for t, slot in slots.items():
-            m = _compare(
-                task, labels[t], ctx.describe() | {"position": slot}, alone[t], task.select(out, slot)
-            )
-            if m is not None:
-                return report(m)
+        m = _first_mismatch(
+            task,
+            [(labels[t], ctx.describe() | {"position": slot}) for t, slot in slots.items()],
+            [alone[t] for t in slots],
+            [task.select(out, slot) for slot in slots.values()],
+        )
+        if m is not None:
+            return m
         if largest is None or b > largest[0].batch_size:
             largest = (ctx, args, slots)
-
-    if largest is not None:
-        # The same batch again, bit for bit: atomics and racy reductions show up here.
-        big, args, slots = largest
-        _, out1 = runner.run(problem, [], gen, args=args)
-        _, out2 = runner.run(problem, [], gen, args=args)
-        name = f"{big.name},rerun"
-        done.append(name)
-        for t, slot in slots.items():
-            m = _compare(
-                task,
-                labels[t],
-                big.describe() | {"name": name, "position": slot},
-                task.select(out1, slot),
-                task.select(out2, slot),
-            )
-            if m is not None:
-                return report(m)
-    return report(None)
+    return largest

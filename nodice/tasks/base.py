@@ -116,6 +116,16 @@ class Task(ABC):
         """bf16 on GPU; fp32 on CPU, where Triton's interpreter does not compute bf16."""
         return torch.bfloat16 if device.type == "cuda" else torch.float32
 
+    def probe_dtypes(self, device: torch.device) -> list[torch.dtype]:
+        """Extra dtypes dynamic validation tries after the task's own (when the kernel accepts them).
+
+        bf16 outputs hide most reduction-order changes: a 1-ulp fp32 difference
+        flips a bf16 output with probability ~2^-16. The same kernel fed fp32
+        shows the order change in nearly every element, so on GPU a kernel that
+        runs in fp32 is also validated in fp32.
+        """
+        return [torch.float32] if device.type == "cuda" else []
+
     # ---- samples and batches ----------------------------------------------
     @abstractmethod
     def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
@@ -124,6 +134,10 @@ class Task(ABC):
     @abstractmethod
     def sample(self, problem: Problem, gen: torch.Generator, **hints: Any) -> Sample:
         """Fresh random inputs for one sample. ``hints`` carry context knobs (e.g. a length)."""
+
+    def samples(self, problem: Problem, gen: torch.Generator, n: int, **hints: Any) -> list[Sample]:
+        """``n`` fresh samples; tasks override this to draw them in one bulk call."""
+        return [self.sample(problem, gen, **hints) for _ in range(n)]
 
     @abstractmethod
     def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
@@ -169,7 +183,7 @@ class Task(ABC):
         compared rows per batch make a violation's detection near-certain for the
         cost of a few batch-1 calls.
         """
-        return 15
+        return 15 if device.type == "cpu" else 31
 
     # ---- performance ---------------------------------------------------------
     @abstractmethod
@@ -216,11 +230,24 @@ def randn(
     scale: float = 1.0,
     shift: float = 0.0,
 ) -> torch.Tensor:
-    """Normal random data drawn on the CPU generator (reproducible across devices), never zeros."""
-    t = torch.randn(shape, generator=gen, dtype=torch.float32) * scale + shift
+    """Normal random data (reproducible from ``gen``), never exactly zero."""
+    g = device_generator(gen, device)
+    t = torch.randn(shape, generator=g, device=device, dtype=torch.float32) * scale + shift
     # An exact zero hides unwritten outputs and wrong indexing: nudge it away.
     t = torch.where(t == 0, torch.full_like(t, 1e-3), t)
-    return t.to(device=device, dtype=dtype)
+    return t.to(dtype=dtype)
+
+
+def device_generator(gen: torch.Generator, device: torch.device) -> torch.Generator:
+    """A generator on ``device`` seeded from ``gen``: bulk data is drawn where it is used.
+
+    Drawing GPU-sized batches on the CPU and copying them over would dominate the
+    gate's run time; seeding from the CPU generator keeps every run reproducible.
+    """
+    if device.type == "cpu":
+        return gen
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen).item())
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def element_size(dtype: torch.dtype) -> int:

@@ -63,6 +63,10 @@ class RMSNorm(RowwiseTask):
         x = randn((problem.dims["H"],), gen, problem.device, problem.dtype, scale=1.5)
         return Sample({"x": x})
 
+    def samples(self, problem: Problem, gen: torch.Generator, n: int, **hints: Any) -> list[Sample]:
+        x = randn((n, problem.dims["H"]), gen, problem.device, problem.dtype, scale=1.5)
+        return [Sample({"x": row}) for row in x]
+
     def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
         x = torch.stack([s.tensors["x"] for s in samples]).contiguous()
         return (x, problem.shared["weight"], problem.shared["eps"])
