@@ -6,18 +6,47 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from nodice.errors import NodiceError
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import validate
 from nodice.gate.loader import Candidate, load_candidate, read_source
-from nodice.gate.result import CheatDetected, CheckResult, StageResult, StageVerdict
+from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
-from nodice.tasks import get_task
+from nodice.tasks import Task, get_task
 
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1e3, 3)
+
+
+def _probe_dtypes(
+    t: Task,
+    fn: Callable[..., Any],
+    path: Path,
+    dev: torch.device,
+    dtype: torch.dtype,
+    seed: int,
+    result: CheckResult,
+) -> Mismatch | None:
+    """Dynamic validation again in the task's probe dtypes; a kernel that rejects a dtype is skipped."""
+    for probe in t.probe_dtypes(dev):
+        if probe == dtype:
+            continue
+        name = str(probe).removeprefix("torch.")
+        try:
+            rep = validate(t, fn, path, dev, probe, seed)
+        except NodiceError as exc:
+            result.notes.append(f"{name} probe skipped: the kernel does not run in {name} ({exc.line()})")
+            continue
+        if rep.mismatch is not None:
+            rep.mismatch.context["dtype"] = name
+            return rep.mismatch
+        result.notes.append(f"{name} probe: no mismatch in {rep.contexts_run} contexts")
+    return None
 
 
 def check(
@@ -103,7 +132,7 @@ def check(
         if dynamic:
             t0 = time.perf_counter()
             drep = validate(t, cand.fn, cand.path, dev, dtype, seed)
-            stats = {
+            stats: dict[str, Any] = {
                 "contexts": drep.contexts_run,
                 "kernel_calls": drep.kernel_calls,
                 "kernel_ms": round(drep.kernel_ms, 3),
@@ -113,6 +142,13 @@ def check(
                 result.verdict = "bi_violation"
                 result.mismatch = drep.mismatch
                 result.reason = f"dynamic: {drep.mismatch.line()}"
+                return result
+            mm = _probe_dtypes(t, cand.fn, cand.path, dev, dtype, seed, result)
+            if mm is not None:
+                result.stages.append(StageResult("dynamic", "reject", _ms(t0), mm.line(), stats))
+                result.verdict = "bi_violation"
+                result.mismatch = mm
+                result.reason = f"dynamic ({mm.context['dtype']} probe): {mm.line()}"
                 return result
             result.stages.append(StageResult("dynamic", "pass", _ms(t0), "", stats))
     except CheatDetected as exc:
