@@ -1,0 +1,198 @@
+"""The built-in offline operator: parameter mutations and catalog rewrites, learning from the gate.
+
+No network, no key. Each step it takes the best committed version, lists what
+it could change (every launch/tiling parameter one step up or down, every
+catalog rewrite that applies, and combinations of near misses), weighs each
+proposal by its prior, by what the gate said about it before and by the
+supervisor's direction, and evaluates the heaviest. Its memory is rebuilt from
+the journal, so it survives a resume:
+
+- a proposal the gate rejected (BI violation, incorrect, cheat, error) is
+  never proposed again, and a BI rejection of a batch-dependent rewrite makes
+  every other batch-dependent rewrite much less attractive;
+- a proposal that passed but was slower loses weight and becomes material for
+  combinations;
+- no source is ever evaluated twice.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from nodice.evolution.agents.base import Agent, AgentContext, StepReport
+from nodice.evolution.agents.mutations import ParamMutation, param_mutations
+from nodice.evolution.agents.rewrites import CATALOG as REWRITES
+from nodice.evolution.journal import Attempt
+from nodice.evolution.rundir import KERNEL_FILE
+from nodice.evolution.session import GATE_REJECTIONS, files_digest
+
+_PARAM_PRIOR = 0.5
+_REWRITES_BY_KEY = {r.key: r for r in REWRITES}
+
+
+@dataclass(frozen=True)
+class Proposal:
+    key: str
+    description: str
+    source: str
+    prior: float
+    tags: frozenset[str]
+
+
+def _param_tags(m: ParamMutation) -> frozenset[str]:
+    tags = {"param", m.site.kind, m.site.name}
+    if "BLOCK" in m.site.name.upper() or m.site.kind == "cap":
+        tags.add("tile")
+    return frozenset(tags)
+
+
+def tags_of(key: str) -> frozenset[str]:
+    """Tags of a proposal key, as recorded in the journal (used to rebuild memory)."""
+    if key.startswith("combo:"):
+        return frozenset({"combine"})
+    if key in _REWRITES_BY_KEY:
+        r = _REWRITES_BY_KEY[key]
+        return frozenset({"rewrite", *(("batch_dependent",) if r.batch_dependent else ())})
+    if key.startswith("param:"):
+        name = key.removeprefix("param:").split("=")[0]
+        kind = "cap" if name.startswith("cap(") else "param"
+        tags = {"param", name, kind}
+        if "BLOCK" in name.upper() or kind == "cap":
+            tags.add("tile")
+        return frozenset(tags)
+    return frozenset()
+
+
+class Memory:
+    """What the gate and the benchmark said about earlier proposals."""
+
+    def __init__(self) -> None:
+        self.banned: dict[str, str] = {}
+        self.slower: Counter[str] = Counter()
+        self.tag_penalty: Counter[str] = Counter()
+        self.near_misses: list[str] = []
+        self.seen_sources: set[str] = set()
+        self.recent_tags: list[frozenset[str]] = []
+
+    def record(self, key: str, attempt: Attempt) -> None:
+        self.seen_sources.add(attempt.files_sha)
+        tags = tags_of(key)
+        self.recent_tags = [*self.recent_tags[-4:], tags]
+        if attempt.outcome in GATE_REJECTIONS:
+            self.banned[key] = attempt.outcome
+            if attempt.outcome == "bi_violation" and "batch_dependent" in tags:
+                self.tag_penalty["batch_dependent"] += 1
+        elif attempt.outcome == "slower":
+            self.slower[key] += 1
+            if key.startswith("param:") and key not in self.near_misses:
+                self.near_misses.append(key)
+
+    def weight(self, p: Proposal) -> float:
+        if p.key in self.banned:
+            return 0.0
+        w = 0.5 ** self.slower[p.key]
+        for tag in p.tags:
+            w *= 0.25 ** self.tag_penalty[tag]
+        return w
+
+
+def _focus_factor(p: Proposal, focus: tuple[str, ...], recent: list[frozenset[str]]) -> float:
+    f = 1.0
+    for tag in focus:
+        if tag == "no_batch_dependence" and "batch_dependent" in p.tags:
+            return 0.0
+        if tag == "small_steps":
+            f *= 2.0 if "param" in p.tags else 0.5
+        elif tag == "explore":
+            touched = set().union(*recent[-3:]) if recent else set()
+            f *= 0.3 if (p.tags - {"param"}) & touched else 1.5
+        elif tag in p.tags:
+            f *= 4.0 if tag == "combine" else 3.0
+    return f
+
+
+class BuiltinAgent(Agent):
+    """Offline operator: mutate, rewrite, remember what the gate refused."""
+
+    name = "builtin"
+
+    def __init__(self, rng_seed: int = 0) -> None:
+        super().__init__()
+        self.rng_seed = rng_seed
+        self.memory = Memory()
+
+    def start(self, ctx: AgentContext) -> None:
+        self.memory = Memory()
+        for a in ctx.session.journal.attempts():
+            self.memory.seen_sources.add(a.files_sha)
+            if a.agent == self.name:
+                self.memory.record(a.label, a)
+
+    # ---- proposals --------------------------------------------------------------
+    def proposals(self, source: str, task: str) -> list[Proposal]:
+        out: list[Proposal] = []
+        for r in REWRITES:
+            new = r.apply(source, task)
+            if new is not None and new != source:
+                tags = {"rewrite", *(("batch_dependent",) if r.batch_dependent else ())}
+                out.append(Proposal(r.key, r.description, new, r.prior, frozenset(tags)))
+        singles = param_mutations(source)
+        for m in singles:
+            out.append(Proposal(m.key, m.description, m.source, _PARAM_PRIOR, _param_tags(m)))
+        out.extend(self._combinations(source, singles))
+        return out
+
+    def _combinations(self, source: str, singles: list[ParamMutation]) -> list[Proposal]:
+        """Pairs of near misses (passed, not faster alone) applied together on the best version."""
+        by_key = {m.key: m for m in singles}
+        misses = [k for k in self.memory.near_misses if k in by_key]
+        out: list[Proposal] = []
+        for i, a in enumerate(misses):
+            for b in misses[i + 1 :]:
+                ma = by_key[a]
+                second = [m for m in param_mutations(ma.source) if m.key == b]
+                if not second or by_key[b].site.name == ma.site.name:
+                    continue
+                key = f"combo:{a.removeprefix('param:')}+{b.removeprefix('param:')}"
+                desc = f"{ma.description}; {by_key[b].description}"
+                out.append(Proposal(key, desc, second[0].source, _PARAM_PRIOR, frozenset({"combine"})))
+        return out
+
+    def choose(self, proposals: list[Proposal], files: dict[str, str], attempt_no: int) -> Proposal | None:
+        rng = random.Random(self.rng_seed * 1_000_003 + attempt_no)
+        focus = self.direction.focus if self.direction else ()
+        best: tuple[float, Proposal] | None = None
+        for p in proposals:
+            if files_digest({**files, KERNEL_FILE: p.source}) in self.memory.seen_sources:
+                continue
+            w = p.prior * self.memory.weight(p) * _focus_factor(p, focus, self.memory.recent_tags)
+            if w <= 0:
+                continue
+            score = w * (1.0 + 0.3 * rng.random())
+            if best is None or score > best[0]:
+                best = (score, p)
+        return best[1] if best else None
+
+    # ---- step ---------------------------------------------------------------------
+    def step(self, ctx: AgentContext) -> StepReport:
+        session = ctx.session
+        files = session.best_files()
+        source = files.get(KERNEL_FILE, "")
+        proposal = self.choose(self.proposals(source, ctx.config.task), files, session.evaluations_done())
+        if proposal is None:
+            return StepReport(0, "no untried proposal left", exhausted=True)
+        candidate = {**files, KERNEL_FILE: proposal.source}
+        session.run.write_workspace(candidate)
+        attempt = session.evaluate(
+            agent=self.name,
+            label=proposal.key,
+            description=proposal.description,
+            files=candidate,
+            commit_if_eligible=True,
+        )
+        self.memory.record(proposal.key, attempt)
+        if attempt.outcome != "committed":
+            session.run.write_workspace(session.best_files())
+        return StepReport(1, f"{proposal.key}: {attempt.outcome}")

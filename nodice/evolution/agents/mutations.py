@@ -1,0 +1,126 @@
+"""Launch and tiling parameter mutations found in any kernel's host code.
+
+The host code (everything outside ``@triton.jit`` functions) holds the numbers
+that shape a launch: ``num_warps=4``, ``BLOCK_H=…``, the cap in
+``min(triton.next_power_of_2(hidden), 1024)``, module constants such as
+``ROWS_PER_PROGRAM = 4``. Each is found by the AST and changed in place in the
+source text, so the rest of the file keeps its formatting.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+# Names whose integer value is a launch or tiling choice.
+_TUNABLE = re.compile(r"(BLOCK|ROWS|TILE|SPLIT|WARPS|STAGES|GROUP|CHUNK|PER_PROGRAM)", re.IGNORECASE)
+_LIMITS = {"num_warps": (1, 16), "num_stages": (1, 6)}
+_DEFAULT_LIMITS = (1, 16384)
+
+
+@dataclass(frozen=True)
+class ParamSite:
+    """One integer literal in the host code that sets a launch or tiling parameter."""
+
+    name: str
+    value: int
+    line: int
+    col: int
+    end_col: int
+    kind: str  # "kwarg" | "cap" | "constant"
+
+
+@dataclass(frozen=True)
+class ParamMutation:
+    site: ParamSite
+    new_value: int
+    source: str
+
+    @property
+    def key(self) -> str:
+        return f"param:{self.site.name}={self.new_value}"
+
+    @property
+    def description(self) -> str:
+        what = {"kwarg": "launch parameter", "cap": "tile cap", "constant": "constant"}[self.site.kind]
+        return f"{what} {self.site.name}: {self.site.value} -> {self.new_value}"
+
+
+def _jit_function_lines(tree: ast.Module) -> set[int]:
+    """Line numbers inside functions decorated with a Triton JIT (device code is left alone)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def _int_literal(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0:
+        return node.value
+    return None
+
+
+def find_sites(source: str) -> list[ParamSite]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    device_lines = _jit_function_lines(tree)
+    sites: list[ParamSite] = []
+
+    def add(name: str, node: ast.AST, kind: str) -> None:
+        value = _int_literal(node)
+        if value is None or node.lineno in device_lines or node.lineno != node.end_lineno:  # type: ignore[attr-defined]
+            return
+        sites.append(ParamSite(name, value, node.lineno, node.col_offset, node.end_col_offset or 0, kind))  # type: ignore[attr-defined]
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg and (node.arg in _LIMITS or _TUNABLE.search(node.arg)):
+            add(node.arg, node.value, "kwarg")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min":
+            if any("next_power_of_2" in ast.unparse(a) for a in node.args):
+                target = _assigned_name(tree, node) or "tile"
+                for a in node.args:
+                    add(f"cap({target})", a, "cap")
+        elif isinstance(node, ast.Assign) and node.col_offset == 0 and len(node.targets) == 1:
+            t = node.targets[0]
+            if isinstance(t, ast.Name) and t.id.isupper() and _TUNABLE.search(t.id):
+                add(t.id, node.value, "constant")
+    return sorted(sites, key=lambda s: (s.line, s.col))
+
+
+def _assigned_name(tree: ast.Module, call: ast.Call) -> str | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.value is call and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+    return None
+
+
+def neighbours(site: ParamSite) -> list[int]:
+    lo, hi = _LIMITS.get(site.name, _DEFAULT_LIMITS)
+    if site.name == "num_stages":
+        candidates = [site.value - 1, site.value + 1]
+    else:
+        candidates = [site.value * 2, site.value // 2]
+    return [v for v in candidates if lo <= v <= hi and v != site.value]
+
+
+def replace_literal(source: str, site: ParamSite, value: int) -> str:
+    lines = source.splitlines(keepends=True)
+    line = lines[site.line - 1]
+    # ast offsets are in UTF-8 bytes; host lines with literals are ASCII in practice, but be exact.
+    raw = line.encode()
+    raw = raw[: site.col] + str(value).encode() + raw[site.end_col :]
+    lines[site.line - 1] = raw.decode()
+    return "".join(lines)
+
+
+def param_mutations(source: str) -> list[ParamMutation]:
+    """Every single-parameter step (double, halve; ±1 for pipeline stages) of the host code."""
+    out: list[ParamMutation] = []
+    for site in find_sites(source):
+        for value in neighbours(site):
+            out.append(ParamMutation(site, value, replace_literal(source, site, value)))
+    return out

@@ -1,0 +1,285 @@
+"""CLI commands of the evolution capability: ``evolve``, ``report`` and ``run eval|commit|status|…``.
+
+``nodice run …`` is how an external coding agent (``--agent cmd:…``) works
+inside a run: it finds the run from ``--run-dir``, ``NODICE_RUN_DIR`` or the
+current folder, and goes through the same gate and commit rule as every agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from nodice.errors import NodiceError
+from nodice.gate.result import EXIT_ERROR, EXIT_PASS, EXIT_REJECTED
+
+if TYPE_CHECKING:
+    from nodice.evolution.session import RunSession
+
+out = Console()
+err = Console(stderr=True)
+
+run_app = typer.Typer(
+    no_args_is_help=True,
+    help="Work inside a run (for external agents): evaluate, commit, status, lineage, knowledge.",
+)
+
+RunDirOption = Annotated[
+    Path | None, typer.Option("--run-dir", help="the run (default: NODICE_RUN_DIR or the current folder)")
+]
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def evolve(
+    task: Annotated[str, typer.Argument(help="task name (see `nodice tasks`)")],
+    run_dir: Annotated[
+        Path | None, typer.Option(help="run directory (default: runs/TASK); resumed if it exists")
+    ] = None,
+    agent: Annotated[str | None, typer.Option(help='builtin | openai | anthropic | cmd:"COMMAND"')] = None,
+    model: Annotated[str | None, typer.Option(help="model name for an LLM agent")] = None,
+    budget: Annotated[
+        int | None, typer.Option(help="total evaluations of the run (default: 12 on cpu, 60 on cuda)")
+    ] = None,
+    time_budget: Annotated[float | None, typer.Option(help="total wall-clock seconds of the run")] = None,
+    seed: Annotated[Path | None, typer.Option(help="seed kernel (default: the task's example seed)")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
+    knowledge: Annotated[list[Path] | None, typer.Option("--knowledge", help="extra Markdown folder")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible or Anthropic endpoint")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key (default: OPENAI_API_KEY / ANTHROPIC_API_KEY)")
+    ] = None,
+    rng_seed: Annotated[int | None, typer.Option(help="random seed of the built-in operator")] = None,
+    stagnation: Annotated[
+        int | None, typer.Option(help="evaluations without gain before the supervisor steps in")
+    ] = None,
+    report: Annotated[bool, typer.Option(help="write the HTML report at the end")] = True,
+) -> None:
+    """Evolve a fast, batch-invariant kernel for TASK; rerun on the same run dir to resume."""
+    from nodice.evolution.agents import make_agent
+    from nodice.evolution.engine import Engine
+    from nodice.evolution.start import EvolveOptions, prepare_run
+
+    for folder in knowledge or []:
+        if not folder.is_dir():
+            _fail(f"knowledge folder not found: {folder}")
+    opts = EvolveOptions(
+        task=task,
+        run_dir=run_dir,
+        agent=agent,
+        model=model,
+        budget=budget,
+        time_budget_s=time_budget,
+        seed=seed,
+        device=device,
+        knowledge_dirs=list(knowledge or []),
+        base_url=base_url,
+        rng_seed=rng_seed,
+        stagnation_window=stagnation,
+    )
+    try:
+        run, config, resumed = prepare_run(opts)
+        if resumed:
+            out.print(f"resuming the run in {run.root}", highlight=False)
+        ag = make_agent(
+            config.agent,
+            model=config.model,
+            base_url=config.base_url,
+            api_key=api_key,
+            rng_seed=config.rng_seed,
+        )
+        summary = Engine(run, config, ag, console=out).execute()
+    except NodiceError as exc:
+        _fail(exc.line())
+    gain = ""
+    if summary.first_geomean > 0 and summary.best_geomean > 0:
+        gain = f" ({(summary.best_geomean / summary.first_geomean - 1) * 100:+.1f}% over the seed)"
+    out.print(
+        f"{summary.evaluations} evaluations, {summary.commits} committed versions; best geomean "
+        f"{summary.best_geomean:.4g}{gain}; stopped: {summary.stop_reason or 'done'}",
+        highlight=False,
+    )
+    if report:
+        _write_report(summary.run_dir)
+
+
+def _write_report(run_dir: Path) -> None:
+    from nodice.report import write_report
+
+    try:
+        path = write_report(run_dir)
+    except NodiceError as exc:
+        _fail(exc.line())
+    out.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+def report(run: Annotated[Path, typer.Argument(help="run directory")]) -> None:
+    """Write RUN/report.html (self-contained) and its PNG plots; print the path."""
+    _write_report(run)
+
+
+# ---- nodice run … -----------------------------------------------------------------
+def _find_run(run_dir: Path | None) -> Path:
+    if run_dir is not None:
+        return run_dir
+    if os.environ.get("NODICE_RUN_DIR"):
+        return Path(os.environ["NODICE_RUN_DIR"])
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "run.json").is_file():
+            return folder
+    _fail("not inside a run: pass --run-dir or set NODICE_RUN_DIR")
+
+
+def _open_session(run_dir: Path | None) -> RunSession:
+    from nodice.evolution.rundir import RunDir
+    from nodice.evolution.session import RunSession
+
+    run = RunDir(_find_run(run_dir))
+    if not run.exists():
+        _fail(f"{run.root} is not a nodice run")
+    try:
+        return RunSession(run, run.load_config())
+    except NodiceError as exc:
+        _fail(exc.line())
+
+
+def _agent_name() -> str:
+    return "cmd" if os.environ.get("NODICE_PROMPT_FILE") else "user"
+
+
+@run_app.command("eval")
+def run_eval(
+    run_dir: RunDirOption = None,
+    gate: Annotated[bool, typer.Option("--gate", help="the gate only, without the benchmark")] = False,
+    message: Annotated[str, typer.Option("-m", "--message", help="what this edit tries")] = "",
+) -> None:
+    """Evaluate the workspace: gate verdict, diagnostics, per-workload scores, commit eligibility."""
+    session = _open_session(run_dir)
+    try:
+        attempt = session.evaluate(
+            agent=_agent_name(), label="nodice run eval", description=message, bench=not gate
+        )
+    except NodiceError as exc:
+        _fail(exc.line())
+    finally:
+        session.close()
+    print(f"attempt #{attempt.id}\n{attempt.feedback}")
+    raise typer.Exit(EXIT_PASS if attempt.verdict == "pass" else EXIT_REJECTED)
+
+
+@run_app.command("commit")
+def run_commit(
+    message: Annotated[str, typer.Option("-m", "--message", help="what changed and why it is faster")],
+    run_dir: RunDirOption = None,
+) -> None:
+    """Commit the workspace as a new version if it passes the gate and is at least as fast as the best."""
+    session = _open_session(run_dir)
+    try:
+        result = session.commit(agent=_agent_name(), description=message)
+    except NodiceError as exc:
+        _fail(exc.line())
+    finally:
+        session.close()
+    print(result.message)
+    raise typer.Exit(EXIT_PASS if result.committed else EXIT_REJECTED)
+
+
+@run_app.command("status")
+def run_status(
+    run_dir: RunDirOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Best version, evaluations and budget, rejections, the supervisor's current direction."""
+    from nodice.evolution.directions import direction
+
+    session = _open_session(run_dir)
+    try:
+        versions = session.versions()
+        interventions = session.journal.interventions()
+        current = interventions[-1].chosen if interventions else ""
+        status = {
+            "task": session.config.task,
+            "device": session.config.device,
+            "evaluations": session.evaluations_done(),
+            "evaluations_left": session.evaluations_left(),
+            "versions": len(versions),
+            "best": versions[-1].to_dict() if versions else None,
+            "rejections": session.journal.rejections_by_reason(),
+            "direction": current,
+            "direction_text": direction(current).text if current else "",
+        }
+    finally:
+        session.close()
+    if as_json:
+        print(json.dumps(status, indent=2))
+        return
+    best: dict[str, Any] | None = status["best"]  # type: ignore[assignment]
+    print(f"task {status['task']} on {status['device']}")
+    print(f"evaluations: {status['evaluations']}, left: {status['evaluations_left']}")
+    if best:
+        print(f"best: v{best['version']} geomean {best['geomean']:.4g} — {best['description']}")
+    print(f"rejections: {status['rejections'] or 'none'}")
+    if current:
+        print(f"direction: {current} — {status['direction_text']}")
+
+
+@run_app.command("lineage")
+def run_lineage(run_dir: RunDirOption = None) -> None:
+    """Committed versions with their scores, oldest first."""
+    from nodice.evolution.knowledge import KnowledgeBase
+    from nodice.evolution.tools import AgentTools
+
+    session = _open_session(run_dir)
+    try:
+        print(AgentTools(session, KnowledgeBase([]), _agent_name()).list_lineage())
+    finally:
+        session.close()
+
+
+@run_app.command("show")
+def run_show(
+    version: Annotated[int, typer.Argument(help="version number")],
+    run_dir: RunDirOption = None,
+    diff: Annotated[bool, typer.Option(help="the diff against the previous version")] = False,
+) -> None:
+    """The source of a committed version, or its diff."""
+    from nodice.evolution.knowledge import KnowledgeBase
+    from nodice.evolution.tools import AgentTools
+
+    session = _open_session(run_dir)
+    try:
+        text = AgentTools(session, KnowledgeBase([]), _agent_name()).show_version(version, diff)
+    finally:
+        session.close()
+    if text.startswith("error:"):
+        _fail(text.removeprefix("error: "))
+    print(text)
+
+
+@run_app.command("search")
+def run_search(
+    query: Annotated[list[str], typer.Argument(help="keywords")],
+    run_dir: RunDirOption = None,
+) -> None:
+    """Search the knowledge base (the starter set and the run's --knowledge folders)."""
+    from nodice.evolution.knowledge import KnowledgeBase
+
+    session = _open_session(run_dir)
+    folders = [Path(d) for d in session.config.knowledge_dirs]
+    session.close()
+    print(KnowledgeBase(folders).render_search(" ".join(query), k=3))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(evolve)
+    app.command()(report)
+    app.add_typer(run_app, name="run")

@@ -1,0 +1,222 @@
+"""The evolution loop: open or resume a run, let the agent work, supervise, stop on budget.
+
+Start: lay out the run directory (seed in the workspace, first git commit),
+or reopen it and reconcile the journal with git. Evaluate the seed once; if it
+passes it is version 0. Then step the agent until the evaluation budget or the
+time budget is spent, the agent has nothing left to try, or the user stops the
+run (SIGINT/SIGTERM finish the evaluation in progress first). After every step
+the engine reads the journal for new attempts — made in this process or by an
+external agent's ``nodice run`` commands — updates the live view, asks the
+supervisor, and rewrites ``state.json``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+
+from nodice.evolution.agents.base import Agent, AgentContext
+from nodice.evolution.journal import Attempt
+from nodice.evolution.knowledge import KnowledgeBase
+from nodice.evolution.progress import Progress, ProgressState
+from nodice.evolution.rundir import RunConfig, RunDir
+from nodice.evolution.session import BudgetExhausted, RunSession
+from nodice.evolution.supervisor import Supervisor, SupervisorConfig, as_direction
+from nodice.evolution.tools import AgentTools
+
+# Steps in a row without an evaluation before the engine gives up on the agent.
+MAX_IDLE_STEPS = 25
+
+
+@dataclass
+class EvolveSummary:
+    run_dir: Path
+    evaluations: int
+    commits: int
+    first_geomean: float
+    best_geomean: float
+    best_version: int | None
+    stop_reason: str
+
+
+class Engine:
+    def __init__(
+        self,
+        run: RunDir,
+        config: RunConfig,
+        agent: Agent,
+        *,
+        evaluator: Any = None,
+        console: Console | None = None,
+    ):
+        self.run = run
+        self.config = config
+        self.agent = agent
+        self.console = console or Console()
+        self.session = RunSession(run, config, evaluator)
+        self.supervisor = Supervisor(
+            SupervisorConfig(stagnation_window=config.stagnation_window),
+            advisor=getattr(agent, "advise", None),
+        )
+        self.stop_reason = ""
+        self._stop_requested = False
+        self._last_seen = 0
+        self._elapsed_before = float(run.load_state().get("elapsed_s", 0.0))
+        self._session_start = time.monotonic()
+        self.progress = Progress(
+            ProgressState(config.task, config.agent, config.device, config.budget, config.time_budget_s),
+            self.console,
+        )
+
+    # ---- stopping ------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self._elapsed_before + time.monotonic() - self._session_start
+
+    def should_stop(self) -> bool:
+        if self._stop_requested:
+            self.stop_reason = self.stop_reason or "stopped by signal"
+            return True
+        left = self.session.evaluations_left()
+        if left is not None and left <= 0:
+            self.stop_reason = f"evaluation budget spent ({self.config.budget})"
+            return True
+        if self.config.time_budget_s is not None and self.elapsed() >= self.config.time_budget_s:
+            self.stop_reason = f"time budget spent ({self.config.time_budget_s:.0f} s)"
+            return True
+        return False
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stop_requested:
+            raise KeyboardInterrupt
+        self._stop_requested = True
+        self.stop_reason = f"stopped by {signal.Signals(signum).name}"
+        self.progress.note("stopping after the evaluation in progress (signal again to abort)")
+
+    # ---- observing -----------------------------------------------------------------------
+    def observe(self) -> None:
+        """Take in attempts recorded since the last look; let the supervisor intervene."""
+        journal = self.session.journal
+        new = journal.attempts(since=self._last_seen)
+        for a in new:
+            self._last_seen = a.id
+            self.progress.attempt(a)
+        if new:
+            iv = self.supervisor.check(journal.attempts(), journal.interventions())
+            if iv is not None:
+                with self.run.writing():
+                    journal.add_intervention(iv)
+                self.session.direction = iv.chosen
+                self.agent.redirect(as_direction(iv), iv.review)
+                self.progress.intervention(iv)
+        self.save_state("running")
+
+    def save_state(self, status: str) -> None:
+        versions = self.session.versions()
+        best = versions[-1] if versions else None
+        self.run.save_state(
+            {
+                "status": status,
+                "task": self.config.task,
+                "agent": self.config.agent,
+                "device": self.config.device,
+                "evaluations": self.session.evaluations_done(),
+                "budget": self.config.budget,
+                "commits": len(versions),
+                "best": {"version": best.version, "geomean": best.geomean, "sha": best.sha} if best else None,
+                "first_geomean": versions[0].geomean if versions else 0.0,
+                "rejections": self.session.journal.rejections_by_reason(),
+                "direction": self.session.direction,
+                "interventions": len(self.session.journal.interventions()),
+                "elapsed_s": round(self.elapsed(), 1),
+                "stop_reason": self.stop_reason,
+                "updated": time.time(),
+            }
+        )
+
+    # ---- the run ---------------------------------------------------------------------------
+    def _replay(self) -> None:
+        """Bring the live view and the agent's direction up to date with the journal."""
+        for a in self.session.journal.attempts():
+            self._last_seen = a.id
+            self.progress.state.evaluations += 1
+            if a.rejection:
+                rej = self.progress.state.rejections
+                rej[a.rejection] = rej.get(a.rejection, 0) + 1
+        versions = self.session.versions()
+        if versions:
+            s = self.progress.state
+            s.commits, s.first_geomean = len(versions), versions[0].geomean
+            s.best_geomean, s.best_version = versions[-1].geomean, versions[-1].version
+        interventions = self.session.journal.interventions()
+        if interventions:
+            last = interventions[-1]
+            self.session.direction = last.chosen
+            self.agent.redirect(as_direction(last), last.review)
+            self.progress.state.direction = last.chosen
+            self.progress.state.interventions = len(interventions)
+
+    def _evaluate_seed(self) -> Attempt | None:
+        if self.session.journal.count() > 0 or self.should_stop():
+            return None
+        self.progress.note("evaluating the seed")
+        return self.session.evaluate(
+            agent="seed", label="seed", description="the seed kernel", commit_if_eligible=True
+        )
+
+    def execute(self) -> EvolveSummary:
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in previous:
+            signal.signal(sig, self._on_signal)
+        try:
+            with self.run.engine_lock(), self.progress:
+                for note in self.session.reconcile():
+                    self.progress.note(f"reconciled: {note}")
+                self._replay()
+                self._loop()
+                self.save_state("finished" if not self._stop_requested else "stopped")
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.agent.close()
+            self.session.close()
+        s = self.progress.state
+        return EvolveSummary(
+            self.run.root,
+            s.evaluations,
+            s.commits,
+            s.first_geomean,
+            s.best_geomean,
+            s.best_version,
+            self.stop_reason,
+        )
+
+    def _loop(self) -> None:
+        knowledge = KnowledgeBase([Path(d) for d in self.config.knowledge_dirs])
+        tools = AgentTools(self.session, knowledge, self.agent.name)
+        ctx = AgentContext(
+            self.session, tools, knowledge, self.config, poll=self.observe, should_stop=self.should_stop
+        )
+        self._evaluate_seed()
+        self.observe()
+        self.agent.start(ctx)
+        idle = 0
+        while not self.should_stop():
+            try:
+                report = self.agent.step(ctx)
+            except BudgetExhausted:
+                self.observe()
+                continue
+            self.observe()
+            if report.exhausted:
+                self.stop_reason = f"the {self.agent.name} agent has nothing left to try ({report.note})"
+                break
+            idle = 0 if report.attempts else idle + 1
+            if idle >= MAX_IDLE_STEPS:
+                self.stop_reason = f"the agent made no evaluation in {MAX_IDLE_STEPS} steps"
+                break

@@ -1,0 +1,204 @@
+"""The lineage: every committed version is a git commit of the workspace, carrying its scores.
+
+The commit message holds a human summary and machine trailers (version,
+attempt, geomean, verdict, per-workload scores); a git note under
+``refs/notes/nodice`` holds the full record as JSON. Reading the lineage back
+needs nothing but git, so the run can be rebuilt from the repository alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodice.errors import NodiceError
+
+NOTES_REF = "nodice"
+# Identity and settings that make commits work on any machine, whatever its git config.
+_GIT_CONFIG = (
+    "-c",
+    "user.name=nodice",
+    "-c",
+    "user.email=nodice@localhost",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+)
+
+
+class LineageError(NodiceError):
+    kind = "git lineage"
+
+
+@dataclass
+class VersionRecord:
+    """One committed version: what it scored and how it got through the gate."""
+
+    version: int
+    attempt: int
+    geomean: float
+    verdict: str
+    stages: dict[str, str]
+    scores: list[dict[str, Any]]
+    description: str
+    agent: str
+    created: float
+    sha: str = ""
+    parent_version: int | None = None
+    files: list[str] = field(default_factory=list)
+
+    def trailers(self) -> list[tuple[str, str]]:
+        stages = " ".join(f"{k}={v}" for k, v in self.stages.items())
+        scores = " ".join(f"{s['workload']}={s.get('score', 0.0):.6g}" for s in self.scores)
+        return [
+            ("Nodice-Version", str(self.version)),
+            ("Nodice-Attempt", str(self.attempt)),
+            ("Nodice-Geomean", f"{self.geomean:.6g}"),
+            ("Nodice-Verdict", self.verdict),
+            ("Nodice-Stages", stages or "-"),
+            ("Nodice-Scores", scores or "-"),
+            ("Nodice-Agent", self.agent),
+        ]
+
+    def message(self, best_before: float | None) -> str:
+        if best_before and best_before > 0:
+            gain = f" ({(self.geomean / best_before - 1) * 100:+.1f}% over the best before)"
+        else:
+            gain = ""
+        subject = f"v{self.version}: geomean {self.geomean:.4g}{gain}"
+        body = self.description.strip() or "(no description)"
+        trailers = "\n".join(f"{k}: {v}" for k, v in self.trailers())
+        return f"{subject}\n\n{body}\n\n{trailers}\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VersionRecord:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+class Lineage:
+    """Git operations on the run directory, through the git command line."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def git(self, *args: str, check: bool = True, input_text: str | None = None) -> str:
+        try:
+            proc = subprocess.run(
+                ["git", *_GIT_CONFIG, *args],
+                cwd=self.root,
+                capture_output=True,
+                text=True,
+                input=input_text,
+                timeout=60,
+            )
+        except FileNotFoundError:
+            raise LineageError("git is not installed") from None
+        if check and proc.returncode != 0:
+            raise LineageError(f"git {args[0]} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return proc.stdout
+
+    def init(self) -> None:
+        if (self.root / ".git").is_dir():
+            return
+        self.git("init", "-q")
+        self.git("symbolic-ref", "HEAD", "refs/heads/main")
+
+    def has_commits(self) -> bool:
+        return bool(self.git("rev-parse", "--verify", "-q", "HEAD", check=False).strip())
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+    def commit_workspace(self, message: str, note: dict[str, Any] | None = None) -> str:
+        """Commit the workspace (and the run's .gitignore) as they are on disk."""
+        self.git("add", "-A", "--", "workspace", ".gitignore")
+        self.git("commit", "-q", "--allow-empty", "-F", "-", input_text=message)
+        sha = self.head()
+        if note is not None:
+            self.git("notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", sha, input_text=json.dumps(note))
+        return sha
+
+    def commit_version(self, record: VersionRecord, best_before: float | None) -> str:
+        record.sha = ""
+        sha = self.commit_workspace(record.message(best_before), note=record.to_dict())
+        record.sha = sha
+        return sha
+
+    def versions(self) -> list[VersionRecord]:
+        """Committed versions, oldest first, read from the notes (trailers as a fallback)."""
+        if not self.has_commits():
+            return []
+        out = self.git("log", "--reverse", f"--notes={NOTES_REF}", "--format=%H%x1f%B%x1f%N%x1e")
+        records: list[VersionRecord] = []
+        for entry in out.split("\x1e"):
+            parts = entry.strip("\n").split("\x1f")
+            if len(parts) < 3:
+                continue
+            sha, body, note = parts[0].strip(), parts[1], parts[2].strip()
+            rec = _from_note(note) or _from_trailers(body)
+            if rec is None:
+                continue
+            rec.sha = sha
+            records.append(rec)
+        return records
+
+    def find_attempt(self, attempt: int) -> str | None:
+        """The commit that recorded ``attempt``, if any (used to reconcile after a crash)."""
+        for rec in self.versions():
+            if rec.attempt == attempt:
+                return rec.sha
+        return None
+
+    def show(self, rev: str, path: str) -> str:
+        return self.git("show", f"{rev}:{path}")
+
+    def diff(self, old: str, new: str) -> str:
+        return self.git("diff", "--no-color", old, new, "--", "workspace")
+
+    def root_commit(self) -> str:
+        return self.git("rev-list", "--max-parents=0", "HEAD").split()[0]
+
+    def workspace_dirty(self) -> bool:
+        return bool(self.git("status", "--porcelain", "--", "workspace").strip())
+
+
+def _from_note(note: str) -> VersionRecord | None:
+    if not note:
+        return None
+    try:
+        return VersionRecord.from_dict(json.loads(note))
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
+def _from_trailers(body: str) -> VersionRecord | None:
+    trailers: dict[str, str] = {}
+    for line in body.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key.startswith("Nodice-"):
+            trailers[key] = value.strip()
+    if "Nodice-Version" not in trailers:
+        return None
+    scores = []
+    for item in trailers.get("Nodice-Scores", "").split():
+        name, _, val = item.partition("=")
+        scores.append({"workload": name, "score": float(val or 0)})
+    stages = dict(s.partition("=")[::2] for s in trailers.get("Nodice-Stages", "").split() if "=" in s)
+    return VersionRecord(
+        version=int(trailers["Nodice-Version"]),
+        attempt=int(trailers.get("Nodice-Attempt", "-1")),
+        geomean=float(trailers.get("Nodice-Geomean", "0")),
+        verdict=trailers.get("Nodice-Verdict", ""),
+        stages=stages,
+        scores=scores,
+        description=body.split("\n\n", 2)[1] if body.count("\n\n") >= 2 else "",
+        agent=trailers.get("Nodice-Agent", ""),
+        created=0.0,
+    )

@@ -1,0 +1,84 @@
+"""What an LLM or external agent is told: its job, the commit rule, the task, the state of the run."""
+
+from __future__ import annotations
+
+from nodice.evolution.session import RunSession
+from nodice.tasks import get_task
+
+ROLE = """\
+You are a GPU kernel engineer evolving a fast kernel for the task below. You are the whole \
+variation operator of an evolutionary search: read the lineage, the knowledge base and the \
+diagnostics, edit the kernel in the workspace, evaluate it, and commit it when it is better.
+
+The commit rule is enforced by the run, not by you: a version is committed only if it passes the \
+whole batch-invariance gate (static analysis, reference correctness, dynamic validation) with a \
+benchmark, and its geometric-mean score is at least the best committed so far.
+
+Batch invariance: a sample's output must be bitwise identical whatever batch it runs in (any batch \
+size, any batchmates, any position). Never choose tile sizes, split counts, algorithms or code \
+paths from the batch size or the batch contents; the gate rejects such kernels and a rejection \
+cannot be argued with. Calling the task's reference or a library implementation of the whole \
+operation is rejected as a cheat."""
+
+WORKFLOW = """\
+Work in small, checked steps: read kernel.py, form a hypothesis (search the knowledge base when \
+useful), edit, then `benchmark`; when the outcome is eligible, `commit` with a message saying what \
+changed and why it is faster. When a candidate is rejected, read the diagnostics and repair the \
+cause before anything else. Every gate or benchmark run costs one evaluation of the budget."""
+
+COMMAND_WORKFLOW = """\
+You work in this folder (the run's workspace); edit kernel.py in place. Evaluate and commit with \
+the nodice command line, which applies the gate and the commit rule:
+
+    nodice run eval            # the whole gate and the benchmark: verdict, scores, diagnostics
+    nodice run eval --gate     # the gate without the benchmark
+    nodice run commit -m MSG   # commit the workspace if it passes the rule
+    nodice run status          # best version, budget left, current direction
+    nodice run lineage         # committed versions and scores
+    nodice run search QUERY    # search the knowledge base
+
+Each evaluation costs one unit of the budget; stop when `nodice run eval` says the budget is spent."""
+
+
+def run_summary(session: RunSession) -> str:
+    versions = session.versions()
+    left = session.evaluations_left()
+    lines = [
+        f"evaluations so far: {session.evaluations_done()}" + (f", left: {left}" if left is not None else "")
+    ]
+    if versions:
+        best = versions[-1]
+        lines.append(f"best version: v{best.version}, geomean {best.geomean:.4g} ({best.description})")
+        lines.append(f"committed versions: {len(versions)}")
+    else:
+        lines.append("no version committed yet: the seed did not pass, make it pass first")
+    recent = session.journal.attempts()[-5:]
+    if recent:
+        lines.append("recent attempts:")
+        lines += [f"  #{a.id} {a.label}: {a.outcome} {a.reason[:140]}" for a in recent]
+    return "\n".join(lines)
+
+
+def task_brief(session: RunSession) -> str:
+    task = get_task(session.config.task)
+    d = task.describe()
+    return (
+        f"Task: {d['name']} — {d['signature']}\n"
+        f"Sample that must be invariant: {d['sample']}. Device: {session.config.device}."
+    )
+
+
+def system_prompt(session: RunSession) -> str:
+    return f"{ROLE}\n\n{task_brief(session)}\n\n{WORKFLOW}"
+
+
+def opening_message(session: RunSession) -> str:
+    return f"State of the run:\n{run_summary(session)}\n\nStart by reading kernel.py."
+
+
+def command_prompt(session: RunSession, direction: str) -> str:
+    steer = f"\n\nDirection from the supervisor: {direction}" if direction else ""
+    return (
+        f"{ROLE}\n\n{task_brief(session)}\n\n{COMMAND_WORKFLOW}\n\n"
+        f"State of the run:\n{run_summary(session)}{steer}\n"
+    )

@@ -1,0 +1,276 @@
+"""One open run: evaluate workspace snapshots and commit them under the commit rule.
+
+The commit rule: a version is committed only if it passes the whole gate
+(static, correctness, dynamic) with a benchmark, and its geometric-mean score
+is at least the best committed so far. Every path to a commit — the built-in
+operator, an LLM's ``commit`` tool, ``nodice run commit`` from an external
+agent — goes through :meth:`RunSession.commit`, so no agent can bypass it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nodice.errors import NodiceError
+from nodice.evolution.feedback import feedback_text, score_dicts, stage_verdicts
+from nodice.evolution.journal import Attempt, Journal
+from nodice.evolution.lineage import Lineage, VersionRecord
+from nodice.evolution.rundir import KERNEL_FILE, RunConfig, RunDir
+
+if TYPE_CHECKING:
+    from nodice.evaluation import Evaluator
+
+# Rejections that stop a candidate whatever its speed.
+GATE_REJECTIONS = ("bi_violation", "incorrect", "cheat", "error")
+
+
+class BudgetExhausted(NodiceError):
+    kind = "budget exhausted"
+
+
+@dataclass
+class CommitResult:
+    committed: bool
+    message: str
+    attempt: Attempt | None = None
+    version: VersionRecord | None = None
+
+
+def files_digest(files: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class RunSession:
+    """Evaluation and commits for one run directory; shared by the engine and ``nodice run``."""
+
+    def __init__(self, run: RunDir, config: RunConfig, evaluator: Evaluator | None = None):
+        self.run = run
+        self.config = config
+        self.journal = Journal(run.store_path)
+        self.lineage = Lineage(run.root)
+        self._evaluator = evaluator
+        self._owns_evaluator = evaluator is None
+        self.direction = ""
+        # Called as listener(event, attempt) with event "attempt" or "commit".
+        self.listeners: list[Callable[[str, Attempt], None]] = []
+
+    def _notify(self, event: str, attempt: Attempt) -> None:
+        for listener in self.listeners:
+            listener(event, attempt)
+
+    # ---- evaluator -----------------------------------------------------------
+    @property
+    def evaluator(self) -> Evaluator:
+        if self._evaluator is None:
+            from nodice.evaluation import Evaluator
+
+            self._evaluator = Evaluator(
+                device=self.config.device, isolation="persistent", store=str(self.run.store_path)
+            )
+        return self._evaluator
+
+    def close(self) -> None:
+        if self._evaluator is not None and self._owns_evaluator:
+            self._evaluator.close()
+        self._evaluator = None
+        self.journal.close()
+
+    # ---- lineage views -------------------------------------------------------------
+    def versions(self) -> list[VersionRecord]:
+        return self.lineage.versions()
+
+    def best(self) -> VersionRecord | None:
+        """The latest committed version; by the commit rule it is also the fastest."""
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def best_geomean(self) -> float:
+        best = self.best()
+        return best.geomean if best else 0.0
+
+    def best_files(self) -> dict[str, str]:
+        """Sources of the best version (the seed commit when nothing passed yet)."""
+        best = self.best()
+        rev = best.sha if best else self.lineage.root_commit()
+        listing = self.lineage.git("ls-tree", "-r", "--name-only", rev, "--", "workspace").split()
+        return {p.removeprefix("workspace/"): self.lineage.show(rev, p) for p in listing}
+
+    # ---- budget -----------------------------------------------------------------------
+    def evaluations_done(self) -> int:
+        return self.journal.count()
+
+    def evaluations_left(self) -> int | None:
+        if self.config.budget is None:
+            return None
+        return max(0, self.config.budget - self.evaluations_done())
+
+    # ---- evaluate -----------------------------------------------------------------------
+    def evaluate(
+        self,
+        *,
+        agent: str,
+        label: str = "",
+        description: str = "",
+        bench: bool = True,
+        files: dict[str, str] | None = None,
+        commit_if_eligible: bool = False,
+    ) -> Attempt:
+        """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed."""
+        left = self.evaluations_left()
+        if left is not None and left <= 0:
+            raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
+        files = self.run.workspace_files() if files is None else files
+        if KERNEL_FILE not in files:
+            raise NodiceError(f"the workspace has no {KERNEL_FILE}")
+        snapshot = self.run.snapshot(files)
+        t0 = time.perf_counter()
+        try:
+            ev = self.evaluator.evaluate(
+                str(snapshot / KERNEL_FILE),
+                self.config.task,
+                bench=bench,
+                entry=self.config.entry,
+                run_id=self.config.run_id,
+                static=True,
+            )
+        finally:
+            shutil.rmtree(snapshot, ignore_errors=True)
+        elapsed = time.perf_counter() - t0
+        scores = score_dicts(list(ev.scores))
+        geomean = float(ev.geomean) if ev.verdict == "pass" and bench else 0.0
+        best = self.best_geomean()
+        outcome = self._outcome(ev.verdict, bench, geomean, best)
+        if outcome == "eligible" and commit_if_eligible:
+            outcome = "committing"  # reconciled into a commit if the process dies before git has it
+        check = ev.check
+        attempt = Attempt(
+            id=0,
+            created=time.time(),
+            agent=agent,
+            label=label or "edit",
+            description=description,
+            files_sha=files_digest(files),
+            files=files,
+            bench=bench,
+            verdict=ev.verdict,
+            reason=check.reason or (check.error or ""),
+            geomean=geomean,
+            scores=scores,
+            stages=stage_verdicts(check),
+            feedback=feedback_text(check, scores, geomean, outcome, best),
+            outcome=outcome,
+            best_before=best,
+            direction=self.direction,
+            elapsed_s=round(elapsed, 3),
+        )
+        with self.run.writing():
+            self.journal.add_attempt(attempt)
+        if outcome == "committing":
+            self.commit_attempt(attempt)
+        self._notify("attempt", attempt)
+        return attempt
+
+    @staticmethod
+    def _outcome(verdict: str, bench: bool, geomean: float, best: float) -> str:
+        if verdict != "pass":
+            return verdict if verdict in GATE_REJECTIONS else "error"
+        if not bench:
+            return "gate_only"
+        if geomean > 0 and geomean >= best:
+            return "eligible"
+        return "slower"
+
+    # ---- commit -----------------------------------------------------------------------
+    def commit(
+        self, *, agent: str, description: str = "", files: dict[str, str] | None = None
+    ) -> CommitResult:
+        """Commit ``files`` (default: the workspace) if they pass the commit rule.
+
+        Sources never benchmarked are evaluated first (one evaluation of the budget);
+        sources already judged are not judged again, so a rejection stays a rejection.
+        """
+        files = self.run.workspace_files() if files is None else files
+        prior = self.journal.latest_for(files_digest(files))
+        if prior is not None and prior.outcome == "committed":
+            return CommitResult(False, f"this source is already version v{prior.version}", prior)
+        if prior is not None and prior.outcome in GATE_REJECTIONS:
+            return CommitResult(False, f"refused: attempt #{prior.id} was rejected\n{prior.feedback}", prior)
+        if prior is None or not prior.bench:
+            prior = self.evaluate(agent=agent, label="commit", description=description, files=files)
+        if description and not prior.description:
+            prior.description = description
+        return self.commit_attempt(prior)
+
+    def commit_attempt(self, attempt: Attempt) -> CommitResult:
+        """Commit a judged attempt if it still meets the rule (another commit may have raised the bar)."""
+        if attempt.verdict != "pass" or not attempt.bench:
+            return CommitResult(
+                False, f"refused: attempt #{attempt.id} did not pass the gate with a benchmark"
+            )
+        with self.run.writing():
+            existing = self.lineage.find_attempt(attempt.id)
+            if existing is not None:
+                self._mark_committed(attempt, existing)
+                return CommitResult(True, f"attempt #{attempt.id} was already committed", attempt)
+            versions = self.versions()
+            best = versions[-1].geomean if versions else 0.0
+            if attempt.geomean <= 0 or attempt.geomean < best:
+                self.journal.set_outcome(attempt.id, "slower")
+                attempt.outcome = "slower"
+                return CommitResult(
+                    False,
+                    f"refused: geomean {attempt.geomean:.4g} is below the best committed {best:.4g}",
+                    attempt,
+                )
+            record = VersionRecord(
+                version=(versions[-1].version + 1) if versions else 0,
+                attempt=attempt.id,
+                geomean=attempt.geomean,
+                verdict=attempt.verdict,
+                stages=attempt.stages,
+                scores=attempt.scores,
+                description=attempt.description or attempt.label,
+                agent=attempt.agent,
+                created=time.time(),
+                parent_version=versions[-1].version if versions else None,
+                files=sorted(attempt.files),
+            )
+            current = self.run.workspace_files()
+            self.run.write_workspace(attempt.files)
+            self.lineage.commit_version(record, best)
+            self._mark_committed(attempt, record.sha, record.version)
+            self._notify("commit", attempt)
+            if current != attempt.files and current:
+                # The agent kept editing after this snapshot: give it its work back, uncommitted.
+                self.run.write_workspace(current)
+        return CommitResult(
+            True, f"committed v{record.version} (geomean {record.geomean:.4g})", attempt, record
+        )
+
+    def _mark_committed(self, attempt: Attempt, sha: str, version: int | None = None) -> None:
+        if version is None:
+            rec = next((v for v in self.versions() if v.sha == sha), None)
+            version = rec.version if rec else -1
+        self.journal.mark_committed(attempt.id, version, sha)
+        attempt.outcome, attempt.version, attempt.sha = "committed", version, sha
+
+    # ---- reconcile ------------------------------------------------------------------------
+    def reconcile(self) -> list[str]:
+        """Make the journal and git agree after any stop; returns what was repaired."""
+        notes: list[str] = []
+        in_git = {v.attempt: v for v in self.versions()}
+        for a in self.journal.attempts():
+            if a.id in in_git and a.outcome != "committed":
+                self._mark_committed(a, in_git[a.id].sha, in_git[a.id].version)
+                notes.append(f"attempt #{a.id} is v{a.version} in git: journal updated")
+            elif a.outcome == "committing":
+                result = self.commit_attempt(a)
+                notes.append(f"attempt #{a.id} was being committed: {result.message}")
+        self.run.clear_scratch()
+        return notes

@@ -1,0 +1,104 @@
+"""Create a run directory, or reopen one and apply the options given on resume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodice.evolution.lineage import Lineage
+from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
+from nodice.gate.runtime import resolve_device
+from nodice.tasks import get_task
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+# Evaluations of a run when --budget is not given: a few minutes on 2 CPU cores with the interpreter.
+DEFAULT_BUDGET = {"cpu": 12, "cuda": 60}
+
+
+@dataclass
+class EvolveOptions:
+    """What ``nodice evolve`` was given; None means "keep the run's setting" on resume."""
+
+    task: str
+    run_dir: Path | None = None
+    agent: str | None = None
+    model: str | None = None
+    budget: int | None = None
+    time_budget_s: float | None = None
+    seed: Path | None = None
+    device: str | None = None
+    knowledge_dirs: list[Path] = field(default_factory=list)
+    base_url: str | None = None
+    rng_seed: int | None = None
+    stagnation_window: int | None = None
+
+
+def default_run_dir(task: str) -> Path:
+    return Path("runs") / task
+
+
+def seed_source(task: str, seed: Path | None) -> str:
+    path = seed or EXAMPLES_DIR / task / "seed.py"
+    if not path.is_file():
+        where = f"{seed}" if seed else f"the task '{task}' ships no seed; pass --seed FILE"
+        raise RunDirError(f"no seed kernel: {where}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"cannot read the seed {path}: {exc}") from None
+
+
+def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
+    """The run directory and its configuration; True when an existing run is resumed."""
+    get_task(opts.task)  # an unknown task fails here, before anything is written
+    run = RunDir(opts.run_dir or default_run_dir(opts.task))
+    resumed = run.exists()
+    if resumed:
+        config = run.load_config()
+        if config.task != opts.task:
+            raise RunDirError(f"{run.root} is a run of task '{config.task}', not '{opts.task}'")
+        if opts.device and opts.device != config.device:
+            raise RunDirError(
+                f"{run.root} runs on {config.device}; scores on {opts.device} would not compare "
+                "(use a new run dir)"
+            )
+        if opts.seed is not None:
+            raise RunDirError(f"{run.root} already has a lineage; --seed only applies to a new run")
+        for name in (
+            "agent",
+            "model",
+            "budget",
+            "time_budget_s",
+            "base_url",
+            "rng_seed",
+            "stagnation_window",
+        ):
+            value = getattr(opts, name)
+            if value is not None:
+                setattr(config, name, value)
+        known = set(config.knowledge_dirs)
+        config.knowledge_dirs += [
+            str(p.resolve()) for p in opts.knowledge_dirs if str(p.resolve()) not in known
+        ]
+        run.save_config(config)
+    else:
+        device = resolve_device(opts.device).type
+        config = RunConfig(
+            task=opts.task,
+            device=device,
+            agent=opts.agent or "builtin",
+            model=opts.model,
+            budget=opts.budget if opts.budget is not None else DEFAULT_BUDGET.get(device),
+            time_budget_s=opts.time_budget_s,
+            knowledge_dirs=[str(p.resolve()) for p in opts.knowledge_dirs],
+            base_url=opts.base_url,
+            rng_seed=opts.rng_seed or 0,
+            stagnation_window=opts.stagnation_window or 6,
+        )
+        run.create(config, seed_source(opts.task, opts.seed))
+    lineage = Lineage(run.root)
+    lineage.init()
+    if not lineage.has_commits():
+        origin = str(opts.seed) if opts.seed else f"the {opts.task} example seed"
+        lineage.commit_workspace(f"run: evolve {opts.task} from {origin}\n")
+    return run, config, resumed

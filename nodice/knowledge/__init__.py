@@ -1,0 +1,1 @@
+"""Starter knowledge base of ``nodice evolve``: Markdown documents searched by relevance."""

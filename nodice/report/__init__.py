@@ -1,0 +1,26 @@
+"""Run reports: ``write_report(RUN)`` writes RUN/report.html and its PNG plots beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodice.report.data import ReportError, RunData, load_run
+
+__all__ = ["ReportError", "RunData", "load_run", "write_report"]
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write the self-contained HTML report of a run and return its path."""
+    from nodice.report import html, plots
+
+    data = load_run(run_dir)
+    images = {
+        "trajectory": plots.trajectory(data, data.root / "trajectory.png"),
+        "workloads": plots.workloads(data, data.root / "workloads.png"),
+        "rejections": plots.rejections(data, data.root / "rejections.png"),
+    }
+    out = data.root / "report.html"
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(html.render(data, images), encoding="utf-8")
+    tmp.replace(out)
+    return out

@@ -1,0 +1,183 @@
+"""The report page: one self-contained HTML file (inline CSS, PNGs as data URIs, no script)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+from pathlib import Path
+
+from nodice.report.data import RunData
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1c2833;padding:0 1rem;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}
+h2{margin-top:2.2rem;border-bottom:1px solid #d5d8dc;padding-bottom:.2rem}
+.sub{color:#5d6d7e}.cards{display:flex;gap:1rem;flex-wrap:wrap;margin:1rem 0}
+.card{background:#f4f6f7;border-radius:8px;padding:.7rem 1rem;min-width:140px}
+.card b{display:block;font-size:1.3rem}
+img{max-width:100%;height:auto;border:1px solid #eaeded;border-radius:6px}
+table{border-collapse:collapse;width:100%;font-size:.88rem;margin:.6rem 0}
+th,td{border-bottom:1px solid #eaeded;padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{background:#f8f9f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
+pre{background:#f8f9f9;padding:.7rem;overflow-x:auto;font-size:.8rem;border-radius:6px}
+details{margin:.4rem 0}summary{cursor:pointer;font-weight:600}
+.add{color:#1e8449}.del{color:#b03a2e}.hunk{color:#2874a6}
+.o-committed{color:#1e8449;font-weight:600}.o-bi_violation{color:#b03a2e;font-weight:600}
+.o-incorrect,.o-error{color:#ca6f1e;font-weight:600}.o-cheat{color:#7d3c98;font-weight:600}.o-slower{color:#b7950b}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _diff_html(diff: str) -> str:
+    lines = []
+    for line in diff.splitlines():
+        cls = ""
+        if line.startswith("+") and not line.startswith("+++"):
+            cls = "add"
+        elif line.startswith("-") and not line.startswith("---"):
+            cls = "del"
+        elif line.startswith("@@"):
+            cls = "hunk"
+        lines.append(f'<span class="{cls}">{_e(line)}</span>' if cls else _e(line))
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def _summary(data: RunData) -> str:
+    versions = [v.record for v in data.versions]
+    best = versions[-1] if versions else None
+    gain = ""
+    if best and versions[0].geomean > 0:
+        gain = f"{(best.geomean / versions[0].geomean - 1) * 100:+.1f}% over v{versions[0].version}"
+    rejected = sum(1 for a in data.attempts if a.rejection and a.rejection != "slower")
+    cards = [
+        ("best geomean", f"{best.geomean:.4g}" if best else "—", gain),
+        ("evaluations", str(len(data.attempts)), f"budget {data.config.budget or '∞'}"),
+        ("committed versions", str(len(versions)), f"best v{best.version}" if best else ""),
+        ("rejected by the gate", str(rejected), "BI, correctness, cheats, errors"),
+        ("supervisor interventions", str(len(data.interventions)), ""),
+    ]
+    return (
+        '<div class="cards">'
+        + "".join(
+            f'<div class="card">{_e(t)}<b>{_e(v)}</b><span class="sub">{_e(s)}</span></div>'
+            for t, v, s in cards
+        )
+        + "</div>"
+    )
+
+
+def _workload_table(data: RunData) -> str:
+    names = data.workloads
+    head = "".join(f"<th>{_e(n)}</th>" for n in names)
+    rows = []
+    for v in data.versions:
+        by = {s["workload"]: s for s in v.record.scores}
+        cells = []
+        for n in names:
+            s = by.get(n, {})
+            ms = s.get("ms")
+            timing = f"<br><span class='sub'>{ms:.3f} ms</span>" if isinstance(ms, (int, float)) else ""
+            cells.append(f"<td class='num'>{s.get('score', 0.0):.4g}{timing}</td>")
+        rows.append(
+            f"<tr><td>v{v.record.version}</td><td class='num'>{v.record.geomean:.4g}</td>"
+            f"{''.join(cells)}</tr>"
+        )
+    baselines = data.baselines()
+    base_rows = "".join(
+        f"<tr><td colspan='2'>baseline: {_e(k)}</td><td colspan='{len(names)}'>geomean {val:.4g}</td></tr>"
+        for k, val in sorted(baselines.items())
+    )
+    return f"<table><tr><th>version</th><th>geomean</th>{head}</tr>{''.join(rows)}{base_rows}</table>"
+
+
+def _versions(data: RunData) -> str:
+    parts = []
+    for v in reversed(data.versions):
+        r = v.record
+        stages = ", ".join(f"{k}: {val}" for k, val in r.stages.items())
+        scores = ", ".join(f"{s['workload']} {s.get('score', 0.0):.4g}" for s in r.scores)
+        body = _diff_html(v.diff) if v.diff.strip() else "<pre>" + _e(v.source) + "</pre>"
+        label = "diff against the previous version" if v.diff.strip() else "source"
+        parts.append(
+            f"<h3>v{r.version} — geomean {r.geomean:.4g} <span class='sub'>({_e(r.sha[:10])}, {_e(r.agent)})"
+            f"</span></h3><p>{_e(r.description)}</p>"
+            f"<p class='sub'>gate: {_e(stages)}<br>scores: {_e(scores)}</p>"
+            f"<details><summary>{label}</summary>{body}</details>"
+        )
+    return "".join(parts) or "<p>No version was committed.</p>"
+
+
+def _rejections(data: RunData) -> str:
+    rows = []
+    for a in data.attempts:
+        if not a.rejection:
+            continue
+        reason = a.reason or (
+            f"geomean {a.geomean:.4g} below the best {a.best_before:.4g}" if a.outcome == "slower" else ""
+        )
+        rows.append(
+            f"<tr><td>#{a.id}</td><td>{_e(a.agent)}</td><td>{_e(a.label)}</td>"
+            f"<td class='o-{_e(a.outcome)}'>{_e(a.outcome)}</td><td>{_e(reason[:400])}</td></tr>"
+        )
+    if not rows:
+        return "<p>No candidate was rejected.</p>"
+    return (
+        "<table><tr><th>attempt</th><th>agent</th><th>edit</th><th>outcome</th><th>why</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
+def _interventions(data: RunData) -> str:
+    if not data.interventions:
+        return "<p>The supervisor did not need to intervene.</p>"
+    rows = "".join(
+        f"<tr><td>after #{iv.after_attempt}</td><td>{_e(iv.trigger)}</td><td>{_e(iv.review)}</td>"
+        f"<td>{_e(', '.join(iv.directions))}</td><td><b>{_e(iv.chosen)}</b> ({_e(iv.source)})</td></tr>"
+        for iv in data.interventions
+    )
+    return (
+        "<table><tr><th>when</th><th>trigger</th><th>review</th><th>proposed</th><th>chosen</th></tr>"
+        + rows
+        + "</table>"
+    )
+
+
+def render(data: RunData, images: dict[str, Path]) -> str:
+    c = data.config
+    stamp = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>nodice run: {_e(c.task)}</title><link rel="icon" href="data:,"><style>{_CSS}</style></head>
+<body>
+<h1>nodice evolve {_e(c.task)}</h1>
+<p class="sub">device {_e(c.device)} · agent {_e(c.agent)}{(" (" + _e(c.model) + ")") if c.model else ""} ·
+run {_e(c.run_id)} · written {stamp}</p>
+{_summary(data)}
+<h2>Running best against the baselines</h2>
+{_img(images["trajectory"], "running-best geomean over evaluations")}
+<h2>Per-workload scores</h2>
+<p class="sub">Score = speedup over the task's reference on each workload;
+the headline is their geometric mean.</p>
+{_workload_table(data)}
+{_img(images["workloads"], "per-workload scores of the committed versions")}
+<h2>Committed versions</h2>
+{_versions(data)}
+<h2>Rejected candidates</h2>
+{_img(images["rejections"], "rejections by reason")}
+{_rejections(data)}
+<h2>Supervisor interventions</h2>
+{_interventions(data)}
+</body></html>
+"""

@@ -1,0 +1,207 @@
+"""The evolution engine's parts that need no evaluation: lineage, journal, operator, supervisor, knowledge."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from nodice.evolution.agents.builtin import BuiltinAgent, Memory, Proposal, tags_of
+from nodice.evolution.agents.mutations import param_mutations
+from nodice.evolution.agents.rewrites import CATALOG as REWRITES
+from nodice.evolution.directions import CATALOG as DIRECTIONS
+from nodice.evolution.directions import Direction
+from nodice.evolution.journal import Attempt, Intervention, Journal
+from nodice.evolution.knowledge import KnowledgeBase
+from nodice.evolution.lineage import Lineage, VersionRecord
+from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
+from nodice.evolution.supervisor import Supervisor, SupervisorConfig, find_trigger
+from tests.conftest import EXAMPLES
+
+SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
+
+
+def _attempt(i: int, outcome: str, label: str = "edit", geomean: float = 0.0, sha: str = "") -> Attempt:
+    return Attempt(
+        id=i,
+        created=time.time(),
+        agent="builtin",
+        label=label,
+        description="",
+        files_sha=sha or f"s{i}",
+        files={"kernel.py": f"# {i}"},
+        bench=True,
+        verdict="pass" if outcome in ("committed", "slower") else outcome,
+        reason="",
+        geomean=geomean,
+        scores=[],
+        stages={},
+        feedback="",
+        outcome=outcome,
+        best_before=0.0,
+    )
+
+
+def test_lineage_commits_carry_scores_in_trailers_and_notes(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.create(RunConfig(task="rmsnorm", device="cpu"), SEED)
+    lineage = Lineage(run.root)
+    lineage.init()
+    lineage.commit_workspace("run: seed\n")
+    rec = VersionRecord(
+        version=0,
+        attempt=1,
+        geomean=0.25,
+        verdict="pass",
+        stages={"static": "pass", "dynamic": "pass"},
+        scores=[{"workload": "cpu-small", "score": 0.25, "ms": 3.0}],
+        description="the seed",
+        agent="seed",
+        created=time.time(),
+    )
+    sha = lineage.commit_version(rec, None)
+    message = subprocess.run(
+        ["git", "log", "-1", "--format=%B", sha], cwd=run.root, capture_output=True, text=True, check=True
+    ).stdout
+    assert "Nodice-Geomean: 0.25" in message and "Nodice-Scores: cpu-small=0.25" in message
+    [back] = lineage.versions()
+    assert back.sha == sha and back.scores[0]["ms"] == 3.0 and back.stages["dynamic"] == "pass"
+    # Without the notes the trailers alone still give the lineage back.
+    subprocess.run(["git", "update-ref", "-d", "refs/notes/nodice"], cwd=run.root, check=True)
+    [bare] = lineage.versions()
+    assert bare.version == 0 and bare.geomean == 0.25 and bare.scores[0]["workload"] == "cpu-small"
+
+
+def test_workspace_paths_cannot_escape(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.create(RunConfig(task="rmsnorm", device="cpu"), SEED)
+    for bad in ("../run.json", "/etc/passwd", "../../x.py", ""):
+        with pytest.raises(RunDirError):
+            run.resolve_in_workspace(bad)
+    assert run.resolve_in_workspace("kernel.py") == run.kernel
+
+
+def test_journal_round_trip_and_rejections(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "store.sqlite")
+    for i, outcome in enumerate(["committed", "bi_violation", "slower", "bi_violation"], start=1):
+        journal.add_attempt(_attempt(i, outcome))
+    journal.add_intervention(Intervention(0, time.time(), 4, "loop", "review", ["bi_repair"], "bi_repair"))
+    journal.close()
+    again = Journal(tmp_path / "store.sqlite")
+    assert [a.outcome for a in again.attempts()] == ["committed", "bi_violation", "slower", "bi_violation"]
+    assert again.rejections_by_reason() == {"bi_violation": 2, "slower": 1}
+    assert again.interventions()[0].directions == ["bi_repair"]
+    assert again.attempts(since=3)[0].id == 4
+
+
+def test_param_mutations_touch_host_code_only() -> None:
+    keys = {m.key for m in param_mutations(SEED)}
+    assert keys == {
+        "param:cap(block_h)=2048",
+        "param:cap(block_h)=512",
+        "param:num_warps=8",
+        "param:num_warps=2",
+    }
+    wider = next(m for m in param_mutations(SEED) if m.key == "param:cap(block_h)=2048")
+    assert "min(triton.next_power_of_2(hidden), 2048)" in wider.source
+    assert wider.source.replace("2048", "1024") == SEED
+    assert "tl.arange(0, BLOCK_H)" in wider.source  # device code untouched
+
+
+def test_rewrites_apply_to_the_seed_and_mark_batch_dependence() -> None:
+    applied = {r.name: r.apply(SEED, "rmsnorm") for r in REWRITES}
+    assert all(src is not None and src != SEED for src in applied.values())
+    assert "if batch <= 4:" in (applied["small_batch_eager_path"] or "")
+    assert "256 if batch < 64 else" in (applied["batch_adaptive_tile"] or "")
+    assert "ROWS_PER_PROGRAM = 4" in (applied["multi_row_tile"] or "")
+    assert {r.name for r in REWRITES if r.batch_dependent} == {
+        "small_batch_eager_path",
+        "batch_adaptive_tile",
+    }
+    for src in applied.values():
+        compile(src or "", "candidate.py", "exec")
+    assert all(r.apply(SEED, "gemm") is None for r in REWRITES if r.name != "batch_adaptive_tile")
+
+
+def test_operator_never_reproposes_what_the_gate_rejected() -> None:
+    agent = BuiltinAgent(rng_seed=0)
+    files = {"kernel.py": SEED}
+    first = agent.choose(agent.proposals(SEED, "rmsnorm"), files, 0)
+    assert first is not None and first.key == "rewrite:small_batch_eager_path"
+    agent.memory.record(first.key, _attempt(1, "bi_violation", first.key))
+    second = agent.choose(agent.proposals(SEED, "rmsnorm"), files, 1)
+    assert second is not None and second.key != first.key
+    # One BI rejection of a batch-dependent rewrite makes the other one far less attractive.
+    adaptive = next(p for p in agent.proposals(SEED, "rmsnorm") if p.key == "rewrite:batch_adaptive_tile")
+    assert agent.memory.weight(adaptive) == pytest.approx(0.25)
+    # The bi_repair direction rules batch-dependent rewrites out entirely.
+    agent.redirect(DIRECTIONS["bi_repair"], "")
+    picks = set()
+    for i in range(30):
+        p = agent.choose(agent.proposals(SEED, "rmsnorm"), files, i)
+        assert p is not None
+        picks.add(p.key)
+    assert "rewrite:batch_adaptive_tile" not in picks
+
+
+def test_memory_bans_failures_and_collects_near_misses() -> None:
+    memory = Memory()
+    memory.record("param:num_warps=8", _attempt(1, "slower", "param:num_warps=8"))
+    memory.record("param:cap(block_h)=512", _attempt(2, "incorrect", "param:cap(block_h)=512"))
+    p = Proposal("param:num_warps=8", "", "", 0.5, tags_of("param:num_warps=8"))
+    assert memory.weight(p) == 0.5
+    assert memory.banned == {"param:cap(block_h)=512": "incorrect"}
+    assert memory.near_misses == ["param:num_warps=8"]
+    assert tags_of("rewrite:small_batch_eager_path") == {"rewrite", "batch_dependent"}
+
+
+def test_supervisor_triggers_on_loops_and_stagnation() -> None:
+    cfg = SupervisorConfig(stagnation_window=4, loop_window=3)
+    bi_loop = [_attempt(1, "committed", geomean=1.0)] + [_attempt(i, "bi_violation") for i in range(2, 5)]
+    assert "loop" in (find_trigger(bi_loop, None, cfg) or "")
+    iv = Supervisor(cfg).check(bi_loop, [])
+    assert iv is not None and iv.chosen == "bi_repair" and iv.source == "rules"
+    stagnant = [_attempt(1, "committed", geomean=1.0)] + [
+        _attempt(i, "slower" if i % 2 else "incorrect") for i in range(2, 7)
+    ]
+    assert "stagnation" in (find_trigger(stagnant, None, cfg) or "")
+    # Right after an intervention the supervisor waits for new evidence.
+    last = Intervention(0, 0.0, after_attempt=6, trigger="", review="", chosen="combine")
+    assert find_trigger(stagnant, last, cfg) is None
+    repeated = [_attempt(i, "slower", sha="same") for i in range(1, 4)]
+    assert "same source" in (find_trigger(repeated, None, cfg) or "")
+
+
+def test_supervisor_asks_the_llm_and_falls_back_to_rules() -> None:
+    attempts = [_attempt(1, "committed", geomean=1.0)] + [_attempt(i, "incorrect") for i in range(2, 5)]
+    prompts: list[str] = []
+
+    def advisor(prompt: str) -> str:
+        prompts.append(prompt)
+        return "DIRECTION: explore\nStart again from the best version."
+
+    iv = Supervisor(SupervisorConfig(loop_window=3), advisor=advisor).check(attempts, [])
+    assert iv is not None and iv.chosen == "explore" and iv.source == "llm"
+    assert "Start again" in iv.review and "correctness_repair" in prompts[0]
+    rules = Supervisor(SupervisorConfig(loop_window=3), advisor=lambda p: "no idea").check(attempts, [])
+    assert rules is not None and rules.source == "rules" and rules.chosen == "correctness_repair"
+
+
+def test_knowledge_base_ranks_sections_and_takes_user_folders(tmp_path: Path) -> None:
+    kb = KnowledgeBase()
+    assert len(kb.documents()) >= 4
+    [top, *_] = kb.search("split-KV decode number of splits from the batch")
+    assert "split" in top.section.heading.lower()
+    (tmp_path / "notes.md").write_text(
+        "# Our notes\n\n## Persistent rmsnorm\n\nUse a zebra-stripe schedule.\n"
+    )
+    mine = KnowledgeBase([tmp_path])
+    [hit, *_] = mine.search("zebra stripe schedule")
+    assert hit.section.document == "notes.md" and hit.section.heading == "Persistent rmsnorm"
+    assert mine.render_search("qqqq unmatched").startswith("no section")
+
+
+def test_every_direction_has_guidance() -> None:
+    assert all(isinstance(d, Direction) and len(d.text) > 40 for d in DIRECTIONS.values())
