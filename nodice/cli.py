@@ -77,21 +77,31 @@ def check(
     dynamic_only: Annotated[
         bool, typer.Option("--dynamic-only", help="run dynamic BI validation alone")
     ] = False,
+    static_only: Annotated[
+        bool, typer.Option("--static-only", help="run static BI analysis alone (nothing is executed)")
+    ] = False,
+    contract: Annotated[
+        list[Path] | None, typer.Option("--contract", help="extra contract file (repeatable)")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed (default: fresh)")] = None,
     timeout: Annotated[float, typer.Option(help="wall-clock limit in seconds")] = 600.0,
     sandbox: Annotated[bool, typer.Option(help="run the candidate in a separate process")] = True,
 ) -> None:
-    """Run the BI gate on one candidate kernel."""
+    """Run the BI gate on one candidate kernel: static → correctness → dynamic."""
+    if static_only and dynamic_only:
+        _fail("--static-only and --dynamic-only exclude each other")
     kwargs = dict(
         path=str(file),
         task=task,
         device=device,
         entry=entry,
         seed=seed,
-        correctness=not dynamic_only,
-        dynamic=True,
+        static=not dynamic_only,
+        correctness=not (dynamic_only or static_only),
+        dynamic=not static_only,
+        contracts=[str(c) for c in contract or []],
     )
-    if sandbox:
+    if sandbox and not static_only:  # static analysis never runs the candidate's code
         from nodice.evaluation.sandbox import check_isolated
 
         result = check_isolated(timeout_s=timeout, **kwargs)

@@ -55,11 +55,12 @@ def check(
     *,
     device: str | None = None,
     entry: str = "kernel",
-    static: bool = False,
+    static: bool = True,
     correctness: bool = True,
     dynamic: bool = True,
     seed: int | None = None,
     guard: Callable[[Candidate], Candidate] | None = None,
+    contracts: list[str] | None = None,
 ) -> CheckResult:
     """Judge one candidate file for ``task``. Never raises for a bad candidate: returns verdict ``error``."""
     candidate = str(path)
@@ -77,10 +78,10 @@ def check(
         read_source(p.resolve())
 
         if static:
-            from nodice.gate.static_stage import run_static
+            from nodice.gate.static import run_static
 
             t0 = time.perf_counter()
-            findings, unresolved = run_static(p, t)
+            findings, unresolved = run_static(p, t, [Path(c) for c in contracts or []], entry=entry)
             result.findings = findings + unresolved
             verdict: StageVerdict = "reject" if findings else ("unresolved" if unresolved else "pass")
             result.stages.append(

@@ -1,0 +1,19 @@
+"""Split-KV (flash-decoding) attention decode.
+
+The page pool (``k_cache``/``v_cache`` first axis) holds the batch's pages, so
+its size is a batch-context quantity too; so is the longest sequence of the batch.
+"""
+
+from nodice.gate.static.contracts import batch_arg, batch_symbols, contract, protect, reduction_tiles
+
+contract("split_kv_decode", subtype_of="attention", tasks=["attention_decode"])
+
+batch_arg("k_cache", axis=0, note="page pool size grows with the batch's pages")
+batch_arg("v_cache", axis=0, note="page pool size grows with the batch's pages")
+batch_symbols("max_seq_len", "max_seqlen", "max_context_len", "max_num_pages", "num_pages", "total_pages")
+reduction_tiles("PAGE_BLOCK", "BLOCK_PAGES", "PAGES_PER_BLOCK", "PARTITION_SIZE")
+protect(
+    "NUM_KV_SPLITS",
+    aliases=["num_kv_splits", "max_num_partitions", "num_partitions", "partitions"],
+    mechanism="work_partitioning",
+)

@@ -1,0 +1,445 @@
+"""Calls: functions and classes of the candidate's files, builtins, and the library namespaces.
+
+Functions of the candidate's own files are analysed with the caller's argument
+values; a parameter or keyword whose name the contract protects is a sink at the
+call ("passed as NUM_SPLITS to launch"). Library calls are modelled by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from nodice.gate.static.contracts import Protected
+from nodice.gate.static.triton_exprs import dotted
+from nodice.gate.static.values import NO_CONST, UNKNOWN, Instance, Trace, V, extend, first_taint, join_all
+
+if TYPE_CHECKING:
+    from nodice.gate.static.dataflow import Analysis, ClassRef, FuncRef, ModuleInfo
+
+# Calls that do not decide what is computed: allocation, views, conversions, bookkeeping.
+BENIGN_CALLS = frozenset(
+    """empty empty_like zeros zeros_like ones ones_like full full_like new_empty new_zeros new_ones new_full
+    empty_strided view reshape contiguous float half bfloat16 to clone detach unsqueeze squeeze flatten expand
+    expand_as view_as reshape_as size stride numel dim item tolist copy_ fill_ zero_ cat stack pad narrow split
+    chunk len max min int range print isinstance tuple list dict cdiv next_power_of_2 ceil floor log2 ValueError
+    RuntimeError TypeError AssertionError NotImplementedError append get format str abs round enumerate zip
+    get_device_properties is_contiguous data_ptr element_size t permute transpose Config type cuda cpu warn
+    warning device current_device synchronize set_device""".split()
+)
+_IDENTITY_WRAPPERS = {
+    "compile",
+    "script",
+    "trace",
+    "lru_cache",
+    "cache",
+    "wraps",
+    "jit",
+    "no_grad",
+    "inference_mode",
+}
+_OPAQUE_IMPORTS = {"import_module", "__import__", "exec", "eval", "compile", "reload"}
+
+
+def _memo_sig(v: V) -> tuple[Any, ...]:
+    const = v.const if isinstance(v.const, int | str | bool | float) or v.const is None else NO_CONST
+    return (
+        v.taint is not None,
+        v.kind,
+        v.batch is not None,
+        id(v.ref) if v.ref is not None else 0,
+        const if const is not NO_CONST else "?",
+    )
+
+
+class CallMixin:
+    an: Analysis
+    mod: ModuleInfo
+    env: dict[str, V]
+    if TYPE_CHECKING:
+
+        def step(self, node: ast.AST, note: str = "") -> str: ...
+
+        def expr(self, node: ast.AST | None) -> V: ...
+
+    # ---- dispatch -----------------------------------------------------------------
+    def call(self, node: ast.Call) -> V:
+        fv = self.expr(node.func)
+        args: list[V] = []
+        for a in node.args:
+            v = self.expr(a)
+            if isinstance(a, ast.Starred) and v.items is not None:
+                args.extend(v.items)
+            else:
+                args.append(v)
+        kwargs: dict[str, V] = {}
+        for k in node.keywords:
+            v = self.expr(k.value)
+            if k.arg:
+                kwargs[k.arg] = v
+            elif v.kind == "dict" and v.keys:
+                kwargs.update({str(key): val for key, val in v.keys.items() if isinstance(key, str)})
+        return self.dispatch(fv, args, kwargs, node)
+
+    def dispatch(self, fv: V, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        kind = fv.kind
+        if kind == "launcher":
+            return self.launch(fv, args, kwargs, node)  # type: ignore[attr-defined,no-any-return]
+        if kind == "choice":
+            alts = fv.items or []
+            if fv.taint is not None and len(alts) > 1:
+                names = ", ".join(sorted({getattr(a.ref, "name", "?") for a in alts}))
+                self.an.report(
+                    "algorithm_selection_by_batch",
+                    self.mod,
+                    node,
+                    "ALGORITHM",
+                    f"a batch-dependent value chooses which function runs ({names})",
+                    fv.taint,
+                    self.step(node, "calls the chosen function"),
+                )
+            return join_all([self.dispatch(a, args, kwargs, node) for a in alts])
+        if kind == "func":
+            return self.call_function(fv.ref, args, kwargs, node)
+        if kind == "class":
+            return self.instantiate(fv, args, kwargs, node)
+        if kind == "instance":
+            m = self.instance_attr(fv, "__call__")
+            if m is not None:
+                return self.dispatch(m, args, kwargs, node)
+        if kind == "method":
+            recv, name = fv.ref
+            return self.method_call(recv, name, args, kwargs, node)
+        if kind == "py":
+            return self.py_call(fv.ref, args, kwargs, node)
+        if kind == "partial":
+            f, pargs, pkw = fv.ref
+            return self.dispatch(f, pargs + args, {**pkw, **kwargs}, node)
+        self.keyword_sinks(kwargs, node, dotted(node.func) or "a function")
+        if fv.taint is not None:
+            self.an.report(
+                "algorithm_selection_by_batch",
+                self.mod,
+                node,
+                "ALGORITHM",
+                "a batch-dependent value chooses which function runs",
+                fv.taint,
+                self.step(node, "calls the chosen function"),
+            )
+        return V(taint=first_taint(*args, *kwargs.values()), opaque=True)
+
+    # ---- sinks at calls -----------------------------------------------------------------
+    def report_protected(
+        self, p: Protected, name: str, trace: Trace, node: ast.AST, what: str, weak: bool = False
+    ) -> None:
+        if p.mechanism == "work_partitioning":
+            rule_id = "split_count_from_batch" if "split" in p.name.lower() else "protected_param_from_batch"
+        else:
+            rule_id = {"rng": "rng_seed_from_batch", "expert_routing": "expert_routing_from_batch"}.get(
+                p.mechanism, "protected_param_from_batch"
+            )
+        self.an.report(
+            rule_id,
+            self.mod,
+            node,
+            p.name,
+            f"batch-dependent value {what}",
+            trace,
+            self.step(node, what),
+            mechanism=p.mechanism,
+            guidance=p.guidance or None,
+            weak=weak,
+        )
+
+    def keyword_sinks(self, kwargs: dict[str, V], node: ast.AST, callee: str, rng: bool = False) -> None:
+        for k, v in kwargs.items():
+            if v.taint is not None:
+                p = self.an.contract.protected_for(k, rng)
+                if p is not None:
+                    self.report_protected(p, k, v.taint, node, f"passed as {k} to {callee}")
+
+    def algorithm_choice(self, node: ast.If, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]) -> None:
+        ca, cb = _compute_calls(a), _compute_calls(b)
+        if ca != cb and (ca or cb):
+
+            def fmt(c: frozenset[str]) -> str:
+                return "{" + ", ".join(sorted(c)) + "}" if c else "nothing"
+
+            self.an.report(
+                "algorithm_selection_by_batch",
+                self.mod,
+                node,
+                "ALGORITHM",
+                f"a batch-dependent condition chooses between {fmt(ca)} and {fmt(cb)}",
+                trace,
+                self.step(node, "batch-dependent branch chooses the algorithm"),
+            )
+
+    # ---- functions and classes --------------------------------------------------------------
+    def call_function(self, fref: FuncRef, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        from nodice.gate.static.dataflow import MAX_DEPTH, Interp
+
+        fn = fref.node
+        a = fn.args
+        positional = [p.arg for p in a.posonlyargs + a.args]
+        if fref.bound_self is not None:
+            args = [fref.bound_self, *args]
+        key = (
+            id(fn),
+            tuple(_memo_sig(v) for v in args),
+            tuple(sorted((k, _memo_sig(v)) for k, v in kwargs.items())),
+        )
+        if id(fn) in self.an.stack or len(self.an.stack) >= MAX_DEPTH:
+            return V(taint=first_taint(*args, *kwargs.values()), opaque=True)
+        env: dict[str, V] = {}
+        defaults = dict(zip(positional[len(positional) - len(fref.defaults) :], fref.defaults, strict=True))
+        kw = dict(kwargs)
+        for i, p in enumerate(positional):
+            if i < len(args):
+                env[p] = args[i]
+            elif p in kw:
+                env[p] = kw.pop(p)
+            else:
+                env[p] = defaults.get(p, UNKNOWN)
+        if a.vararg is not None:
+            env[a.vararg.arg] = V(kind="seq", items=list(args[len(positional) :]))
+        for p in a.kwonlyargs:
+            env[p.arg] = kw.pop(p.arg) if p.arg in kw else fref.kw_defaults.get(p.arg, UNKNOWN)
+        if a.kwarg is not None:
+            env[a.kwarg.arg] = V(kind="dict", keys=dict(kw))
+        name = fref.name
+        self_name = positional[0] if fref.bound_self is not None and positional else None
+        for p, v in list(env.items()):
+            if p == self_name:
+                continue
+            if v.taint is not None:
+                prot = self.an.contract.protected_for(p)
+                if prot is not None:
+                    self.report_protected(prot, p, v.taint, node, f"passed as {p} to {name}")
+                env[p] = replace(v, taint=extend(v.taint, self.step(node, f"argument {p} of {name}")))
+            elif v.opaque and self.an.contract.is_batch_symbol(p):
+                env[p] = V(taint=(self.step(fn, f"batch symbol '{p}' (contract)"),))
+        if key in self.an.memo:
+            return self.an.memo[key]
+        interp = Interp(self.an, fref.module, env, closure=fref.closure)
+        self.an.stack.append(id(fn))
+        try:
+            if isinstance(fn, ast.Lambda):
+                result = interp.expr(fn.body)
+            else:
+                interp.run(fn.body)
+                result = join_all(interp.returns) if interp.returns else V(const=None)
+        finally:
+            self.an.stack.pop()
+        self.an.memo[key] = result
+        return result
+
+    def class_attr(self, cref: ClassRef, name: str, depth: int = 0) -> V | None:
+        if name in cref.env:
+            return cref.env[name]
+        for b in cref.bases:
+            if b.kind == "class" and depth < 8:
+                found = self.class_attr(b.ref, name, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def instance_attr(self, obj: V, name: str) -> V | None:
+        if obj.kind == "instance":
+            inst: Instance = obj.ref
+            if name in inst.attrs:
+                return inst.attrs[name]
+            cref = inst.cls
+        else:
+            cref = obj.ref
+        found = self.class_attr(cref, name)
+        if found is not None and found.kind == "func":
+            decos = {dotted(d) for d in getattr(found.ref.node, "decorator_list", [])}
+            if "staticmethod" in decos:
+                return found
+            if obj.kind == "instance" or "classmethod" in decos:
+                owner = (
+                    obj if obj.kind == "instance" or "classmethod" not in decos else V(kind="class", ref=cref)
+                )
+                bound = V(kind="func", ref=replace(found.ref, bound_self=owner))
+                if "property" in decos:
+                    return self.call_function(bound.ref, [], {}, found.ref.node)
+                return bound
+        return found
+
+    def instantiate(self, cls: V, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        cref: ClassRef = cls.ref
+        inst = V(kind="instance", ref=Instance(cref))
+        init = self.class_attr(cref, "__init__")
+        if init is not None and init.kind == "func":
+            self.call_function(replace(init.ref, bound_self=inst), args, kwargs, node)
+        elif cref.fields:
+            bound = dict(zip(cref.fields, args, strict=False)) | kwargs
+            for k, v in bound.items():
+                inst.ref.attrs[k] = v
+                p = self.an.contract.protected_for(k) if v.taint is not None else None
+                if p is not None and v.taint is not None:
+                    self.report_protected(p, k, v.taint, node, f"passed as {k} to {cref.name}")
+        return inst
+
+    # ---- methods, builtins, libraries -------------------------------------------------------------
+    def method_call(self, recv: V, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        if recv.kind == "tensor":
+            return self.tensor_method(recv, name, args, kwargs, node)  # type: ignore[attr-defined,no-any-return]
+        if recv.kind == "generator" and name == "manual_seed":
+            self.rng_seed(args[0] if args else V(), node, generator=recv)  # type: ignore[attr-defined]
+            return recv
+        if recv.kind == "dict" and recv.keys is not None:
+            if name == "get" and args:
+                k = args[0]
+                if k.const is not NO_CONST and k.taint is None:
+                    try:
+                        return recv.keys.get(k.const, args[1] if len(args) > 1 else V(const=None))
+                    except TypeError:
+                        pass
+                out = join_all(list(recv.keys.values()) + args[1:2])
+                return out.with_taint(
+                    extend(k.taint, self.step(node, "looked up with a batch-dependent key"))
+                )
+            if name in ("values", "items"):
+                return V(kind="seq", ref=join_all(list(recv.keys.values())))
+            if name in ("update", "setdefault") and args:
+                return V()
+        if recv.kind == "seq" and name in ("append", "extend", "insert") and args:
+            if recv.items is not None:
+                recv.items.append(args[-1])
+            return V(const=None)
+        self.keyword_sinks(kwargs, node, name)
+        return V(taint=first_taint(recv, *args, *kwargs.values()), opaque=True)
+
+    def py_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        parts = name.split(".")
+        root, fn = parts[0], parts[-1]
+        if root == "builtins":
+            return self.builtin_call(fn, args, kwargs, node)
+        if fn in _OPAQUE_IMPORTS and root in ("importlib", "builtins"):
+            return self.opaque(node, f"{fn}() hides which code runs")
+        if fn in _IDENTITY_WRAPPERS and root in ("torch", "functools", "triton"):
+            return (
+                args[0]
+                if args and args[0].kind in ("func", "kernel", "class")
+                else V(kind="py", ref="identity")
+            )
+        if name == "identity":
+            return args[0] if args else V()
+        if root == "functools" and fn == "partial" and args:
+            return V(kind="partial", ref=(args[0], args[1:], kwargs))
+        if fn in ("manual_seed", "seed", "manual_seed_all") and root in ("torch", "random", "numpy"):
+            self.rng_seed(args[0] if args else kwargs.get("seed", V()), node)  # type: ignore[attr-defined]
+            return V()
+        if root == "torch" and len(parts) > 1 and parts[1] in ("ops", "library", "utils", "cuda", "backends"):
+            if fn == "Generator":
+                return V(kind="generator", ref={"seeded_loop": None})
+            self.keyword_sinks(kwargs, node, name)
+            return (
+                V(kind="py", ref=f"{name}()")
+                if fn == "get_device_properties"
+                else V(taint=first_taint(*args, *kwargs.values()), opaque=True)
+            )
+        if root in ("torch", "numpy"):
+            self.keyword_sinks(kwargs, node, name, rng=True)
+            return self.torch_call(name, args, kwargs, node)  # type: ignore[attr-defined,no-any-return]
+        self.keyword_sinks(kwargs, node, name)
+        return V(taint=first_taint(*args, *kwargs.values()), opaque=root not in ("math", "triton"))
+
+    def opaque(self, node: ast.AST, why: str) -> V:
+        self.an.report(
+            "opaque_dispatch", self.mod, node, "dispatch", why, (), self.step(node, "not followed")
+        )
+        return V(opaque=True)
+
+    def builtin_call(self, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        first = args[0] if args else V()
+        if fn == "len":
+            if first.kind == "tensor" and first.batch is not None and first.baxis == 0:
+                return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+            if first.kind in ("seq", "shape") and first.items is not None:
+                return V(const=len(first.items), taint=first.taint)
+            return V(taint=first.taint or (first.batch if first.kind == "shape" else None))
+        if fn == "range":
+            return V(kind="range", taint=first_taint(*args))
+        if fn == "enumerate":
+            return V(kind="enumerate", ref=first)
+        if fn in ("exec", "eval", "compile", "__import__", "globals", "locals", "vars"):
+            return self.opaque(node, f"{fn}() hides which code runs")
+        if fn == "getattr" and len(args) >= 2:
+            name = args[1]
+            if isinstance(name.const, str):
+                attr = ast.Attribute(value=node.args[0], attr=name.const, ctx=ast.Load())
+                ast.copy_location(attr, node)
+                return self.expr(attr)
+            if name.taint is not None:
+                return V(
+                    taint=extend(name.taint, self.step(node, "attribute chosen by a batch-dependent name"))
+                )
+            return self.opaque(node, "getattr with a computed name hides which code runs")
+        if fn in ("list", "tuple", "sorted", "reversed", "set", "frozenset"):
+            if first.kind in ("seq", "shape"):
+                return V(
+                    kind="seq",
+                    items=list(first.items) if first.items is not None else None,
+                    taint=first.taint or (first.batch if first.items is None else None),
+                    ref=first.ref,
+                )
+            return V(kind="seq", taint=first.taint, ref=V(taint=first.taint))
+        if fn == "dict":
+            return V(kind="dict", keys=dict(kwargs))
+        if fn == "zip":
+            return V(kind="seq", ref=V(kind="seq", items=[_element(a) for a in args]))
+        if fn in (
+            "isinstance",
+            "issubclass",
+            "hasattr",
+            "callable",
+            "print",
+            "id",
+            "type",
+            "repr",
+            "str",
+            "format",
+        ):
+            return V()
+        consts = [a.const for a in args]
+        const = NO_CONST
+        if (
+            fn in ("max", "min", "abs", "int", "round")
+            and args
+            and all(isinstance(c, int | float) and not isinstance(c, bool) for c in consts)
+        ):
+            const = getattr(builtins, fn)(*consts)
+        return V(taint=first_taint(*args, *kwargs.values()), const=const)
+
+
+def _element(v: V) -> V:
+    if v.kind in ("seq", "shape") and v.items:
+        return join_all(v.items)
+    if v.kind == "seq" and isinstance(v.ref, V):
+        return v.ref
+    return V(taint=v.taint, kind="tensor" if v.kind == "tensor" else "value")
+
+
+def _compute_calls(body: list[ast.stmt]) -> frozenset[str]:
+    """What a block computes, by the names of the calls that are not allocation or bookkeeping."""
+    out: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Subscript):
+                out.add("launch " + (dotted(node.func.value) or "kernel"))
+            else:
+                name = dotted(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
+                last = name.split(".")[-1]
+                if last and last not in BENIGN_CALLS:
+                    out.add(last if isinstance(node.func, ast.Attribute) else name)
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(out)

@@ -1,0 +1,547 @@
+"""The Python dataflow engine: modules, functions and statements, with control dependence.
+
+One :class:`Interp` runs one function body (or a module's top level) over
+abstract values. Calls into functions of the candidate's own files are analysed
+with the caller's argument values (context-sensitive, memoised), so flows cross
+functions, classes and sibling modules. A branch on a batch-dependent condition
+taints what it assigns, and is itself a finding when its sides run different
+kernels or algorithms.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodice.gate.static.calls import CallMixin
+from nodice.gate.static.contracts import Contract
+from nodice.gate.static.expressions import ExprMixin
+from nodice.gate.static.report import Collector
+from nodice.gate.static.sources import EntrySignature
+from nodice.gate.static.torch_calls import TorchMixin
+from nodice.gate.static.triton_kernels import KernelInfo, is_jit, summarize_kernel
+from nodice.gate.static.triton_launch import LaunchMixin
+from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
+
+MAX_DEPTH = 10
+
+
+@dataclass
+class ModuleInfo:
+    path: Path
+    display: str
+    tree: ast.Module
+    lines: list[str]
+    is_candidate: bool
+    source: str = ""
+    env: dict[str, V] = field(default_factory=dict)
+    module_values: dict[str, ast.expr] = field(default_factory=dict)
+    kernel_cache: dict[int, KernelInfo] = field(default_factory=dict)
+
+
+@dataclass
+class FuncRef:
+    module: ModuleInfo
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+    closure: dict[str, V]
+    defaults: list[V]
+    kw_defaults: dict[str, V] = field(default_factory=dict)
+    bound_self: V | None = None
+
+    @property
+    def name(self) -> str:
+        return getattr(self.node, "name", "<lambda>")
+
+
+@dataclass
+class KernelRef:
+    module: ModuleInfo
+    node: ast.FunctionDef
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass
+class ClassRef:
+    module: ModuleInfo
+    node: ast.ClassDef
+    env: dict[str, V]
+    bases: list[V]
+    fields: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+class Analysis:
+    """State shared by every function analysed for one candidate."""
+
+    def __init__(self, contract: Contract, signature: EntrySignature, folder: Path, collector: Collector):
+        self.contract = contract
+        self.signature = signature
+        self.folder = folder
+        self.collector = collector
+        self.modules: dict[Path, ModuleInfo | None] = {}
+        self.stack: list[int] = []
+        self.memo: dict[tuple[Any, ...], V] = {}
+
+    def report(
+        self,
+        rule_id: str,
+        mod: ModuleInfo,
+        node: ast.AST,
+        protected: str,
+        message: str,
+        trace: Trace | tuple[str, ...],
+        sink_step: str,
+        *,
+        mechanism: str | None = None,
+        guidance: str | None = None,
+        weak: bool = False,
+    ) -> None:
+        self.collector.add(
+            rule_id,
+            mod.display,
+            getattr(node, "lineno", 0),
+            protected,
+            message,
+            [*trace, sink_step] if not trace or trace[-1] != sink_step else list(trace),
+            mechanism=mechanism,
+            guidance=guidance,
+            weak=weak,
+        )
+
+    def kernel_info(self, ref: KernelRef) -> KernelInfo:
+        mod = ref.module
+        helpers = {
+            name: v.ref.node
+            for name, v in mod.env.items()
+            if v.kind == "kernel" and isinstance(v.ref, KernelRef)
+        }
+        return summarize_kernel(ref.node, helpers, mod.kernel_cache, mod.module_values)
+
+    def module(self, path: Path, display: str, is_candidate: bool = False) -> ModuleInfo | None:
+        path = path.resolve()
+        if path in self.modules:
+            return self.modules[path]
+        self.modules[path] = None  # import cycles see an unknown module
+        parsed = parse_file(path)
+        if parsed is None:
+            return None
+        mod = ModuleInfo(
+            path,
+            display,
+            parsed.tree,
+            parsed.lines,
+            is_candidate,
+            parsed.source,
+            module_values=parsed.module_values,
+            kernel_cache=parsed.kernel_cache,
+        )
+        self.modules[path] = mod
+        Interp(self, mod, mod.env, module_level=True).run(parsed.tree.body)
+        return mod
+
+    def sibling_exists(self, name: str) -> bool:
+        if not name:
+            return False
+        rel = Path(*name.split("."))
+        return (self.folder / rel.with_suffix(".py")).is_file() or (
+            self.folder / rel / "__init__.py"
+        ).is_file()
+
+    def sibling(self, name: str, level: int = 0) -> ModuleInfo | None:
+        """A module of the candidate's own folder (``helpers`` → ``helpers.py``)."""
+        rel = Path(*name.split(".")) if name else None
+        if rel is None:
+            return None
+        for cand in (self.folder / rel.with_suffix(".py"), self.folder / rel / "__init__.py"):
+            if cand.is_file():
+                return self.module(cand, str(cand.relative_to(self.folder)))
+        return None
+
+
+@dataclass
+class Parsed:
+    """A parsed file and what depends on its text alone (kernel summaries), cached across runs."""
+
+    tree: ast.Module
+    lines: list[str]
+    module_values: dict[str, ast.expr]
+    kernel_cache: dict[int, KernelInfo]
+    source: str
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_cached(path: str, mtime_ns: int, size: int) -> Parsed | None:
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(source, path)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+    values = {
+        s.targets[0].id: s.value
+        for s in tree.body
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+    }
+    return Parsed(tree, source.splitlines(), values, {}, source)
+
+
+def parse_file(path: Path) -> Parsed | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _parse_cached(str(path), st.st_mtime_ns, st.st_size)
+
+
+def terminates(body: list[ast.stmt]) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Return | ast.Raise):
+        return True
+    if isinstance(last, ast.If):
+        return terminates(last.body) and terminates(last.orelse)
+    return False
+
+
+def _raises_only(body: list[ast.stmt]) -> bool:
+    return (
+        bool(body)
+        and all(isinstance(s, ast.Raise | ast.Expr | ast.Pass) for s in body)
+        and isinstance(body[-1], ast.Raise)
+    )
+
+
+def _empty_batch_test(test: ast.expr) -> bool:
+    """``B == 0``, ``B < 1``, ``not B``, ``x.numel() == 0``: no sample to be invariant for."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return True
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return all(_empty_batch_test(v) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        right = test.comparators[0]
+        if isinstance(right, ast.Constant) and isinstance(right.value, int):
+            op, n = test.ops[0], right.value
+            return (isinstance(op, ast.Eq | ast.LtE) and n == 0) or (isinstance(op, ast.Lt) and n == 1)
+    return False
+
+
+class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
+    """Abstract execution of one function body (or a module's or class's top level)."""
+
+    def __init__(
+        self,
+        an: Analysis,
+        mod: ModuleInfo,
+        env: dict[str, V],
+        closure: dict[str, V] | None = None,
+        module_level: bool = False,
+    ):
+        self.an = an
+        self.mod = mod
+        self.env = env
+        self.closure = closure or {}
+        self.module_level = module_level
+        self.control: Trace | None = None
+        self.returns: list[V] = []
+        self.loops: list[int | None] = []
+        self.seeded_loops: set[int] = set()
+        self._rest: list[ast.stmt] = []
+
+    def step(self, node: ast.AST, note: str = "") -> str:
+        line = getattr(node, "lineno", 0)
+        text = self.mod.lines[line - 1].strip() if 0 < line <= len(self.mod.lines) else ""
+        where = f"line {line}" if self.mod.is_candidate else f"{self.mod.display} line {line}"
+        return f"{where}: {text}" + (f"  ({note})" if note else "")
+
+    def src(self, node: ast.AST) -> str:
+        """The source text of an expression (its first line), cheaper than ``ast.unparse``."""
+        line = getattr(node, "lineno", 0)
+        if not 0 < line <= len(self.mod.lines):
+            return "?"
+        text = self.mod.lines[line - 1]
+        start = getattr(node, "col_offset", 0)
+        end = getattr(node, "end_col_offset", None) if getattr(node, "end_lineno", line) == line else None
+        return text[start:end].strip() if end is not None else text[start:].strip() + " …"
+
+    def in_sample_loop(self) -> int | None:
+        for loop in reversed(self.loops):
+            if loop is not None:
+                return loop
+        return None
+
+    # ---- blocks ---------------------------------------------------------------------
+    def run(self, body: list[ast.stmt]) -> None:
+        saved = self.control
+        for i, s in enumerate(body):
+            self._rest = body[i + 1 :]
+            method = getattr(self, "s_" + type(s).__name__, None)
+            if method is not None:
+                method(s)
+        self.control = saved
+
+    def assign(self, target: ast.AST, value: V, node: ast.AST) -> None:
+        if self.control is not None and value.taint is None and value.kind not in ("module", "class"):
+            value = value.with_taint(
+                extend(self.control, self.step(node, "assigned under the batch-dependent branch"))
+            )
+        elif value.taint is not None:
+            value = value.retrace(extend(value.taint, self.step(node)))
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+            self.protected_assignment(target.id, value, node)
+        elif isinstance(target, ast.Tuple | ast.List):
+            self.unpack(target, value, node)
+        elif isinstance(target, ast.Attribute):
+            obj = self.expr(target.value)
+            if obj.kind in ("instance", "class") and obj.ref is not None:
+                attrs = obj.ref.attrs if obj.kind == "instance" else obj.ref.env
+                attrs[target.attr] = value
+            self.protected_assignment(target.attr, value, node)
+        elif isinstance(target, ast.Subscript):
+            container = self.expr(target.value)
+            key = self.expr(target.slice)
+            if container.kind == "dict" and container.keys is not None:
+                if key.const is not NO_CONST and key.taint is None:
+                    try:
+                        container.keys[key.const] = value
+                    except TypeError:
+                        pass
+                else:
+                    container.keys[("?", len(container.keys))] = value.with_taint(key.taint)
+            elif container.kind == "seq" and container.items is not None and value.taint is not None:
+                container.items.append(value)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, V(kind="seq", taint=value.taint), node)
+
+    def unpack(self, target: ast.Tuple | ast.List, value: V, node: ast.AST) -> None:
+        elts = target.elts
+        src = self.src(node.value) if isinstance(node, ast.Assign) else "shape"
+
+        def source(i: int) -> V:
+            return V(taint=(self.step(node, f"batch source: {src}[{i}]"),))
+
+        if value.kind in ("seq", "shape") and value.items is not None and len(value.items) == len(elts):
+            for i, (e, v) in enumerate(zip(elts, value.items, strict=True)):
+                if value.kind == "shape" and v.taint is not None:
+                    v = source(i)
+                self.assign(e, v.with_taint(value.taint), node)
+            return
+        for i, e in enumerate(elts):
+            if value.kind == "shape":
+                v = source(i) if value.batch is not None and i == value.baxis else V()
+            elif value.kind == "tensor":
+                v = V(taint=value.taint, kind="tensor", batch=value.batch)
+            else:
+                v = V(taint=value.taint, opaque=value.opaque)
+            self.assign(e, v, node)
+
+    def protected_assignment(self, name: str, value: V, node: ast.AST) -> None:
+        """``num_splits = f(B)``: reported even if the value then leaves through a path we cannot see."""
+        if value.taint is not None:
+            p = self.an.contract.protected_for(name)
+            if p is not None:
+                self.report_protected(p, name, value.taint, node, f"assigned to {name}", weak=True)
+        elif value.opaque and self.an.contract.is_batch_symbol(name):
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                self.env[name] = V(taint=(self.step(node, f"batch symbol '{name}' (contract)"),))
+
+    # ---- statements ------------------------------------------------------------------------
+    def s_Assign(self, s: ast.Assign) -> None:
+        v = self.expr(s.value)
+        for t in s.targets:
+            self.assign(t, v, s)
+
+    def s_AnnAssign(self, s: ast.AnnAssign) -> None:
+        if s.value is not None:
+            self.assign(s.target, self.expr(s.value), s)
+
+    def s_AugAssign(self, s: ast.AugAssign) -> None:
+        old = self.expr(s.target)
+        new = self.expr(s.value)
+        taint = first_taint(old, new)
+        combined = V(
+            taint=taint,
+            kind=old.kind if old.kind in ("tensor", "seq") else "value",
+            batch=old.batch,
+            items=old.items,
+            rank=old.rank,
+        )
+        self.assign(s.target, combined, s)
+
+    def s_Expr(self, s: ast.Expr) -> None:
+        self.expr(s.value)
+
+    def s_Return(self, s: ast.Return) -> None:
+        v = self.expr(s.value) if s.value is not None else V(const=None)
+        if v.taint is not None:
+            v = v.retrace(extend(v.taint, self.step(s)))
+        elif self.control is not None:
+            v = v.with_taint(extend(self.control, self.step(s, "returned under the batch-dependent branch")))
+        self.returns.append(v)
+
+    def s_FunctionDef(self, s: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if isinstance(s, ast.FunctionDef) and is_jit(s):
+            self.env[s.name] = V(kind="kernel", ref=KernelRef(self.mod, s))
+            return
+        defaults = [self.expr(d) for d in s.args.defaults]
+        kw_defaults = {
+            a.arg: self.expr(d) for a, d in zip(s.args.kwonlyargs, s.args.kw_defaults, strict=True) if d
+        }
+        closure = {} if self.module_level else {**self.closure, **self.env}
+        self.env[s.name] = V(kind="func", ref=FuncRef(self.mod, s, closure, defaults, kw_defaults))
+
+    s_AsyncFunctionDef = s_FunctionDef
+
+    def s_ClassDef(self, s: ast.ClassDef) -> None:
+        bases = [self.expr(b) for b in s.bases]
+        env: dict[str, V] = {}
+        Interp(self.an, self.mod, env, closure=self.env, module_level=True).run(s.body)
+        fields = [
+            st.target.id for st in s.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+        ]
+        self.env[s.name] = V(kind="class", ref=ClassRef(self.mod, s, env, bases, fields))
+
+    def s_Import(self, s: ast.Import) -> None:
+        for alias in s.names:
+            local = alias.asname or alias.name.split(".")[0]
+            sib = self.an.sibling(alias.name)
+            if sib is not None and (alias.asname or "." not in alias.name):
+                self.env[local] = V(kind="module", ref=sib)
+            else:
+                self.env[local] = V(kind="py", ref=alias.name if alias.asname else alias.name.split(".")[0])
+
+    def s_ImportFrom(self, s: ast.ImportFrom) -> None:
+        modname = s.module or ""
+        sib = self.an.sibling(modname) if (s.level or self.an.sibling_exists(modname)) else None
+        for alias in s.names:
+            local = alias.asname or alias.name
+            if alias.name == "*":
+                if sib is not None:
+                    self.env.update({k: v for k, v in sib.env.items() if not k.startswith("_")})
+                continue
+            if sib is not None:
+                self.env[local] = sib.env.get(alias.name, V(opaque=True))
+            elif s.level and not modname:
+                sub = self.an.sibling(alias.name)
+                self.env[local] = V(kind="module", ref=sub) if sub is not None else V(opaque=True)
+            else:
+                self.env[local] = V(kind="py", ref=f"{modname}.{alias.name}")
+
+    def s_If(self, s: ast.If) -> None:
+        rest = self._rest
+        cond = self.expr(s.test)
+        taint = cond.taint
+        if taint is not None and (_empty_batch_test(s.test) or (_raises_only(s.body) and not s.orelse)):
+            taint = None
+        ctrl = extend(taint, self.step(s, "batch-dependent branch")) if taint is not None else None
+        if taint is not None:
+            other = s.orelse or (rest if terminates(s.body) else [])
+            self.algorithm_choice(s, taint, s.body, other)
+        saved_env, saved_control = self.env, self.control
+        self.env = dict(saved_env)
+        self.control = ctrl or saved_control
+        self.run(s.body)
+        env_body = self.env
+        self.env = dict(saved_env)
+        self.run(s.orelse)
+        env_else = self.env
+        self.control = saved_control
+        # After an early return, what follows computes the same values for every batch that reaches
+        # it; a different algorithm on the returning side is caught by ``algorithm_choice``.
+        if terminates(s.body) and not terminates(s.orelse):
+            self.env = env_else
+        elif terminates(s.orelse) and not terminates(s.body):
+            self.env = env_body
+        else:
+            self.env = merge_envs(env_body, env_else)
+
+    def s_For(self, s: ast.For | ast.AsyncFor) -> None:
+        it = self.expr(s.iter)
+        loop_id = id(s) if self.bind_loop_target(s.target, it, s) else None
+        self.loops.append(loop_id)
+        before = dict(self.env)
+        for _ in range(2):  # twice: values carried around the loop
+            self.run(s.body)
+        self.env = merge_envs(before, self.env)
+        self.loops.pop()
+        self.run(s.orelse)
+
+    s_AsyncFor = s_For
+
+    def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> bool:
+        """Bind a loop variable; True when the loop walks over the samples of the batch."""
+        if it.kind == "range":
+            over = it.taint is not None
+            v = V(taint=extend(it.taint, self.step(node, "position in the batch"))) if over else V()
+            self.assign(target, v, node)
+            return over
+        if it.kind == "enumerate":
+            inner: V = it.ref
+            over = inner.batch is not None
+            pos = V(taint=(self.step(node, "position in the batch"),)) if over else V()
+            elem = self.element(inner)
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                self.assign(target.elts[0], pos, node)
+                self.assign(target.elts[1], elem, node)
+            return over
+        if it.kind == "tensor":
+            self.assign(target, self.element(it), node)
+            return it.batch is not None
+        self.assign(target, self.element(it), node)
+        return False
+
+    def element(self, it: V) -> V:
+        if it.kind == "tensor":
+            return V(taint=it.taint, kind="tensor")
+        if it.kind in ("seq", "shape") and it.items:
+            from nodice.gate.static.values import join_all
+
+            return join_all(it.items).with_taint(it.taint)
+        if it.kind == "seq" and isinstance(it.ref, V):
+            return it.ref
+        if it.kind == "dict" and it.keys:
+            return V(const=NO_CONST)
+        return V(taint=it.taint, opaque=True)
+
+    def s_While(self, s: ast.While) -> None:
+        self.expr(s.test)
+        self.loops.append(None)
+        before = dict(self.env)
+        for _ in range(2):
+            self.run(s.body)
+        self.env = merge_envs(before, self.env)
+        self.loops.pop()
+
+    def s_With(self, s: ast.With | ast.AsyncWith) -> None:
+        for item in s.items:
+            v = self.expr(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, v, s)
+        self.run(s.body)
+
+    s_AsyncWith = s_With
+
+    def s_Try(self, s: ast.Try) -> None:
+        self.run(s.body)
+        for h in s.handlers:
+            if h.name:
+                self.env[h.name] = V()
+            self.run(h.body)
+        self.run(s.orelse)
+        self.run(s.finalbody)
+
+    s_TryStar = s_Try
+
+    def s_Match(self, s: ast.Match) -> None:
+        self.expr(s.subject)
+        for case in s.cases:
+            self.run(case.body)

@@ -1,0 +1,300 @@
+"""Evaluating Python expressions to abstract values: names, attributes, subscripts, operators.
+
+Batch sources are recognised here: ``x.shape[0]``, ``B, H = x.shape``, ``len(x)``
+(in calls), ``x.numel()`` (in calls) on an argument that carries the batch axis,
+and names the contract declares as batch symbols when their origin is unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from nodice.gate.static.values import NO_CONST, UNKNOWN, V, extend, first_taint, join, join_all
+
+if TYPE_CHECKING:
+    from nodice.gate.static.dataflow import Analysis, ModuleInfo
+
+
+def shape_value(t: V, node: ast.AST, ip: Any) -> V:
+    """``t.shape`` for a tensor: the batch axis tainted, the other axes clean."""
+    rank = t.rank
+    if t.batch is None:
+        return V(kind="shape", items=[V() for _ in range(rank)] if rank is not None else None)
+    src = f"batch source: {ip.src(node)}[{t.baxis}]"
+    step = ip.step
+    items = None
+    if rank is not None:
+        items = [V() for _ in range(rank)]
+        items[t.baxis] = V(taint=(step(node, src),))
+    return V(kind="shape", items=items, batch=(step(node, src),), baxis=t.baxis, rank=rank)
+
+
+def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
+    step = ip.step
+    if not isinstance(index, int):
+        return V(taint=shape.batch, opaque=True)
+    if shape.items is not None:
+        if -len(shape.items) <= index < len(shape.items):
+            v = shape.items[index]
+            return V(taint=(step(node, f"batch source: {ip.src(node)}"),)) if v.taint else v
+        return V()
+    if shape.batch is not None and index == shape.baxis:
+        return V(taint=(step(node, f"batch source: {ip.src(node)}"),))
+    return V(opaque=shape.batch is not None and index < 0)
+
+
+class ExprMixin:
+    an: Analysis
+    mod: ModuleInfo
+    env: dict[str, V]
+    closure: dict[str, V]
+    if TYPE_CHECKING:
+
+        def step(self, node: ast.AST, note: str = "") -> str: ...
+
+        def call(self, node: ast.Call) -> V: ...
+
+        def instance_attr(self, obj: V, name: str) -> V | None: ...
+
+        def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> None: ...
+
+    # Provided by the interpreter / call mixins.
+
+    def lookup(self, name: str) -> V | None:
+        if name in self.env:
+            return self.env[name]
+        if name in self.closure:
+            return self.closure[name]
+        return self.mod.env.get(name)
+
+    def name_value(self, node: ast.Name) -> V:
+        v = self.lookup(node.id)
+        if v is None:
+            if self.an.contract.is_batch_symbol(node.id):
+                return V(taint=(self.step(node, f"batch symbol '{node.id}' (contract)"),))
+            return UNKNOWN
+        return v
+
+    def expr(self, node: ast.AST | None) -> V:
+        if node is None:
+            return V(const=None)
+        method = getattr(self, "e_" + type(node).__name__, None)
+        if method is None:
+            return UNKNOWN
+        out: V = method(node)
+        return out
+
+    def e_Constant(self, node: ast.Constant) -> V:
+        return V(const=node.value)
+
+    def e_Name(self, node: ast.Name) -> V:
+        return self.name_value(node)
+
+    def e_Starred(self, node: ast.Starred) -> V:
+        return self.expr(node.value)
+
+    def e_NamedExpr(self, node: ast.NamedExpr) -> V:
+        v = self.expr(node.value)
+        self.env[node.target.id] = v
+        return v
+
+    def e_JoinedStr(self, node: ast.JoinedStr) -> V:
+        parts = [self.expr(v.value) for v in node.values if isinstance(v, ast.FormattedValue)]
+        return V(taint=first_taint(*parts))
+
+    def e_Lambda(self, node: ast.Lambda) -> V:
+        from nodice.gate.static.dataflow import FuncRef
+
+        defaults = [self.expr(d) for d in node.args.defaults]
+        return V(kind="func", ref=FuncRef(self.mod, node, dict(self.env) | self.closure, defaults))
+
+    def e_BinOp(self, node: ast.BinOp) -> V:
+        a, b = self.expr(node.left), self.expr(node.right)
+        taint = first_taint(a, b)
+        if a.kind == "tensor" or b.kind == "tensor":
+            t = a if a.kind == "tensor" else b
+            return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis)
+        if a.kind in ("seq", "shape") and b.kind in ("seq", "shape") and isinstance(node.op, ast.Add):
+            if a.items is not None and b.items is not None:
+                return V(taint=taint, kind="seq", items=a.items + b.items)
+        const = NO_CONST
+        if a.const is not NO_CONST and b.const is not NO_CONST:
+            try:
+                const = eval(
+                    compile(
+                        ast.Expression(ast.BinOp(ast.Constant(a.const), node.op, ast.Constant(b.const))),
+                        "",
+                        "eval",
+                    )
+                )  # noqa: S307
+            except Exception:
+                const = NO_CONST
+        return V(taint=taint, const=const, opaque=(a.opaque or b.opaque) and taint is None)
+
+    def e_UnaryOp(self, node: ast.UnaryOp) -> V:
+        v = self.expr(node.operand)
+        if v.const is not NO_CONST and isinstance(node.op, ast.USub) and isinstance(v.const, int | float):
+            return V(taint=v.taint, const=-v.const)
+        return V(
+            taint=v.taint, kind="tensor" if v.kind == "tensor" else "value", batch=v.batch, opaque=v.opaque
+        )
+
+    def e_BoolOp(self, node: ast.BoolOp) -> V:
+        vals = [self.expr(v) for v in node.values]
+        out = join_all(vals)
+        return out.with_taint(first_taint(*vals))
+
+    def e_Compare(self, node: ast.Compare) -> V:
+        vals = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+        return V(taint=first_taint(*vals))
+
+    def e_IfExp(self, node: ast.IfExp) -> V:
+        cond = self.expr(node.test)
+        body, orelse = self.expr(node.body), self.expr(node.orelse)
+        out = join(body, orelse)
+        if cond.taint is not None:
+            out = (
+                V(
+                    taint=extend(cond.taint, self.step(node, "batch-dependent choice")),
+                    kind=out.kind,
+                    batch=out.batch,
+                    rank=out.rank,
+                    items=out.items,
+                    keys=out.keys,
+                    ref=out.ref,
+                )
+                if out.taint is None
+                else out
+            )
+        return out
+
+    def e_Tuple(self, node: ast.Tuple | ast.List) -> V:
+        items = []
+        for e in node.elts:
+            v = self.expr(e)
+            if isinstance(e, ast.Starred) and v.items is not None:
+                items.extend(v.items)
+            else:
+                items.append(v)
+        return V(kind="seq", items=items, taint=None)
+
+    e_List = e_Tuple
+
+    def e_Set(self, node: ast.Set) -> V:
+        return V(kind="seq", items=[self.expr(e) for e in node.elts])
+
+    def e_Dict(self, node: ast.Dict) -> V:
+        keys: dict[Any, V] = {}
+        extra: list[V] = []
+        for k, v in zip(node.keys, node.values, strict=True):
+            kv = self.expr(k) if k is not None else None
+            vv = self.expr(v)
+            if kv is not None and kv.const is not NO_CONST and kv.taint is None:
+                try:
+                    keys[kv.const] = vv
+                    continue
+                except TypeError:
+                    pass
+            extra.append(vv if kv is None else vv.with_taint(kv.taint))
+        if extra:
+            for i, e in enumerate(extra):
+                keys[("?", i)] = e
+        return V(kind="dict", keys=keys)
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> V:
+        saved = dict(self.env)
+        for gen in node.generators:
+            it = self.expr(gen.iter)
+            self.bind_loop_target(gen.target, it, gen)
+            for cond in gen.ifs:
+                self.expr(cond)
+        elt = self.expr(node.value if isinstance(node, ast.DictComp) else node.elt)
+        if isinstance(node, ast.DictComp):
+            elt = elt.with_taint(self.expr(node.key).taint)
+        self.env = saved
+        return V(kind="seq", items=None, taint=elt.taint, ref=elt)
+
+    e_ListComp = e_SetComp = e_GeneratorExp = e_DictComp = _comprehension
+
+    def e_Attribute(self, node: ast.Attribute) -> V:
+        base = self.expr(node.value)
+        attr = node.attr
+        if base.kind == "tensor":
+            if attr == "shape":
+                return shape_value(base, node.value, self)
+            if attr in ("T", "mT", "H", "mH"):
+                return V(taint=base.taint, kind="tensor", rank=base.rank)
+            if attr in ("dtype", "device", "is_cuda", "layout", "ndim", "itemsize"):
+                return V()
+            return V(kind="method", ref=(base, attr))
+        if base.kind == "instance" or base.kind == "class":
+            found = self.instance_attr(base, attr)
+            if found is not None:
+                return found
+            return V(taint=base.taint, opaque=True)
+        if base.kind == "module":
+            v = base.ref.env.get(attr)
+            return v if v is not None else UNKNOWN
+        if base.kind == "py":
+            return V(kind="py", ref=f"{base.ref}.{attr}")
+        if base.kind == "dict" and attr in ("get", "items", "values", "keys", "setdefault", "update", "pop"):
+            return V(kind="method", ref=(base, attr))
+        if base.kind in ("seq", "generator", "shape") or base.kind == "value":
+            return V(kind="method", ref=(base, attr), taint=None)
+        return V(taint=base.taint, opaque=True)
+
+    def e_Subscript(self, node: ast.Subscript) -> V:
+        base = self.expr(node.value)
+        if base.kind in ("kernel", "choice"):
+            # ``kernel[grid]``: the launcher; the grid is judged at the call.
+            return V(kind="launcher", ref=(base, node.slice))
+        idx = self.expr(node.slice)
+        if base.kind == "shape":
+            if isinstance(node.slice, ast.Slice):
+                if base.items is not None:
+                    lo = self.expr(node.slice.lower).const if node.slice.lower else None
+                    hi = self.expr(node.slice.upper).const if node.slice.upper else None
+                    if (lo is None or isinstance(lo, int)) and (hi is None or isinstance(hi, int)):
+                        return V(kind="shape", items=base.items[lo:hi])
+                return V(kind="shape", batch=base.batch, baxis=base.baxis)
+            return shape_item(base, idx.const if idx.const is not NO_CONST else None, node, self)
+        if base.kind == "tensor":
+            return self.tensor_index(base, node, idx)
+        if base.kind == "seq" and base.items is not None:
+            if isinstance(idx.const, int) and -len(base.items) <= idx.const < len(base.items):
+                return base.items[idx.const]
+            out = join_all(base.items) if base.items else UNKNOWN
+            return out.with_taint(extend(idx.taint, self.step(node, "indexed by a batch-dependent value")))
+        if base.kind == "dict" and base.keys is not None:
+            if idx.const is not NO_CONST and idx.taint is None:
+                try:
+                    if idx.const in base.keys:
+                        return base.keys[idx.const]
+                except TypeError:
+                    pass
+            out = join_all(list(base.keys.values())) if base.keys else UNKNOWN
+            return out.with_taint(extend(idx.taint, self.step(node, "looked up with a batch-dependent key")))
+        taint = first_taint(base, idx)
+        if base.kind == "seq" and base.ref is not None and isinstance(base.ref, V):
+            return base.ref.with_taint(taint)
+        return V(taint=taint, opaque=base.opaque)
+
+    def tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
+        """Indexing a tensor: a sample's own slice is its data, not a batch quantity."""
+        first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+        keeps_batch = isinstance(first, ast.Slice) or (
+            isinstance(first, ast.Constant) and first.value is Ellipsis
+        )
+        if base.batch is not None and not keeps_batch and base.baxis == 0:
+            return V(taint=base.taint, kind="tensor", rank=base.rank - 1 if base.rank else None)
+        return V(
+            taint=base.taint,
+            kind="tensor",
+            batch=base.batch if keeps_batch else None,
+            rank=base.rank if keeps_batch else None,
+            baxis=base.baxis,
+        )
+
+    def e_Call(self, node: ast.Call) -> V:
+        return self.call(node)

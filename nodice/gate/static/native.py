@@ -1,0 +1,353 @@
+"""Targeted patterns in C/C++/CUDA sources (files next to the candidate, or strings embedded in Python).
+
+Native code is not parsed; a light statement-level taint over identifiers finds
+split counts derived from the batch, the grid or the SM count, float
+``atomicAdd`` accumulation, reductions strided by the grid, block sizes chosen
+from the batch, and host code that picks a kernel from the batch size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nodice.gate.static.contracts import Contract
+from nodice.gate.static.report import Collector
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_ASSIGN = re.compile(
+    r"(?:^|[;{}()\n])\s*(?:[\w:<>,\s\*&]*?\s)?\**(\w+)\s*(?:\[[^\]]*\])?\s*(?<![=!<>+\-*/])=(?!=)\s*([^;{}]+);"
+)
+_ATTR_SM = re.compile(r"cudaDeviceGetAttribute\s*\(\s*&\s*(\w+)\s*,\s*cudaDevAttrMultiProcessorCount")
+_SM = re.compile(r"multiProcessorCount|multi_processor_count|\bnum_sms\b|\bsm_count\b|\bnumSMs\b|\bNUM_SMS\b")
+_GRID = re.compile(r"\bgridDim\s*\.\s*[xyz]\b")
+_BATCH_READ = re.compile(
+    r"\b(?!w\w*\b|weight\w*\b|bias\w*\b)(\w+)\s*\.\s*(?:size\s*\(\s*0\s*\)|sizes\s*\(\s*\)\s*\[\s*0\s*\]|numel\s*\(\s*\))"
+)
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+_LAUNCH = re.compile(r"(\w+(?:\s*<[^<>;()]*>)?)\s*<<<\s*([^>]*?)>>>\s*\(")
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)")
+_CALL = re.compile(r"\b([A-Za-z_]\w*(?:\s*<[^<>;()]*>)?)\s*(?:<<<[^>]*>>>)?\s*\(")
+_FLOAT_TYPES = r"(?:float|double|half|__half|__half2|__nv_bfloat16|nv_bfloat16|at::Half|at::BFloat16|c10::Half|c10::BFloat16|scalar_t|float2|float4|acc_t|accscalar_t)"
+_INT_TYPES = r"(?:int|unsigned|unsigned\s+int|long|long\s+long|unsigned\s+long\s+long|int32_t|int64_t|uint32_t|uint64_t|size_t|unsigned\s+short)"
+_REDUCTION_IDIOM = re.compile(r"__shfl\w*|BlockReduce|WarpReduce|blockDim\.x\s*/\s*2|>>=\s*1|/=\s*2")
+_KEYWORDS = frozenset(
+    """if for while switch return sizeof static_cast reinterpret_cast const_cast dim3 TORCH_CHECK AT_ASSERT
+    C10_CUDA_KERNEL_LAUNCH_CHECK cudaGetLastError assert min max std at empty empty_like zeros defined
+    AT_DISPATCH_FLOATING_TYPES AT_DISPATCH_FLOATING_TYPES_AND_HALF AT_DISPATCH_FLOATING_TYPES_AND2 data_ptr
+    size stride numel contiguous options device getCurrentCUDAStream cudaDeviceGetAttribute""".split()
+)
+
+
+@dataclass
+class NativeSource:
+    display: str  # file name shown in findings
+    text: str
+    first_line: int = 1  # line of the display file where ``text`` starts
+
+
+def _strip_comments(text: str) -> str:
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _match_paren(text: str, start: int, open_ch: str = "(", close_ch: str = ")") -> int:
+    """Index just past the bracket that closes the one at ``start``."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_ch:
+            depth += 1
+        elif text[i] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+class _NativeAnalysis:
+    def __init__(self, src: NativeSource, contract: Contract, collector: Collector):
+        self.src = src
+        self.contract = contract
+        self.collector = collector
+        self.text = _strip_comments(src.text)
+        self.lines = src.text.splitlines()
+        # identifier -> (kinds, trace); kinds ⊆ {batch, grid, sm}
+        self.taint: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+
+    def line_of(self, pos: int) -> int:
+        return self.src.first_line + self.text.count("\n", 0, pos)
+
+    def step(self, pos: int, note: str = "") -> str:
+        i = self.text.count("\n", 0, pos)
+        text = self.lines[i].strip() if i < len(self.lines) else ""
+        return f"{self.src.display} line {self.src.first_line + i}: {text}" + (f"  ({note})" if note else "")
+
+    def expr_taint(self, expr: str, pos: int) -> tuple[frozenset[str], tuple[str, ...]] | None:
+        kinds: set[str] = set()
+        trace: tuple[str, ...] | None = None
+        if _GRID.search(expr):
+            kinds.add("grid")
+            trace = trace or (self.step(pos, "grid size"),)
+        m = _BATCH_READ.search(expr)
+        if m:
+            kinds.add("batch")
+            trace = trace or (self.step(pos, f"batch source: {m.group(0).strip()}"),)
+        if _SM.search(expr):
+            kinds.add("sm")
+            trace = trace or (self.step(pos, "SM count"),)
+        for ident in _IDENT.findall(expr):
+            if ident in self.taint:
+                k, t = self.taint[ident]
+                kinds |= k
+                trace = trace or t
+            elif self.contract.is_batch_symbol(ident):
+                kinds.add("batch")
+                trace = trace or (self.step(pos, f"batch symbol '{ident}' (contract)"),)
+        return (frozenset(kinds), trace) if kinds and trace else None
+
+    def propagate(self) -> None:
+        for m in _ATTR_SM.finditer(self.text):
+            self.taint[m.group(1)] = (frozenset({"sm"}), (self.step(m.start(), "SM count"),))
+        for _ in range(3):
+            changed = False
+            for m in _ASSIGN.finditer(self.text):
+                name, rhs = m.group(1), m.group(2)
+                t = self.expr_taint(rhs, m.start(2))
+                if t is None or name in self.taint and self.taint[name][0] >= t[0]:
+                    continue
+                self.taint[name] = (
+                    t[0],
+                    (*t[1], self.step(m.start(2))) if self.step(m.start(2)) not in t[1] else t[1],
+                )
+                changed = True
+                self.protected_assignment(name, t, m.start(2))
+            if not changed:
+                break
+
+    def protected_assignment(self, name: str, t: tuple[frozenset[str], tuple[str, ...]], pos: int) -> None:
+        p = self.contract.protected_for(name)
+        if p is None:
+            return
+        kinds, trace = t
+        line = self.line_of(pos)
+        if p.mechanism == "work_partitioning" and not kinds & {"batch", "grid"}:
+            self.collector.add(
+                "native_split_from_sm_count",
+                self.src.display,
+                line,
+                p.name,
+                f"{name} is derived from the SM count",
+                list(trace),
+            )
+            return
+        rule_id = (
+            "native_split_count"
+            if p.mechanism == "work_partitioning"
+            else ("rng_seed_from_batch" if p.mechanism == "rng" else "protected_param_from_batch")
+        )
+        source = "the grid size" if "grid" in kinds and "batch" not in kinds else "the batch size"
+        self.collector.add(
+            rule_id,
+            self.src.display,
+            line,
+            p.name,
+            f"{name} is derived from {source}",
+            list(trace),
+            mechanism=p.mechanism,
+            guidance=p.guidance or None,
+        )
+
+    def atomics(self) -> None:
+        for m in re.finditer(r"\batomicAdd\s*\(", self.text):
+            end = _match_paren(self.text, m.end() - 1)
+            args = _split_top(self.text[m.end() : end - 1])
+            if len(args) < 2:
+                continue
+            kind = self._pointee_type(args[0]) or self._value_type(args[1])
+            line = self.line_of(m.start())
+            if kind == "int":
+                continue
+            rule_id = "native_float_atomic" if kind == "float" else "atomic_add_unknown_dtype"
+            self.collector.add(
+                rule_id,
+                self.src.display,
+                line,
+                "atomicAdd",
+                "atomicAdd accumulates a floating-point sum in arrival order",
+                [self.step(m.start(), "float atomicAdd")],
+            )
+
+    def _declared(self, name: str) -> str | None:
+        if re.search(
+            _FLOAT_TYPES
+            + r"\s*(?:const\s*)?\*?\s*(?:const\s*)?(?:__restrict__\s*)?\b"
+            + re.escape(name)
+            + r"\b",
+            self.text,
+        ):
+            return "float"
+        if re.search(
+            r"\b"
+            + _INT_TYPES
+            + r"\s*(?:const\s*)?\*?\s*(?:const\s*)?(?:__restrict__\s*)?\b"
+            + re.escape(name)
+            + r"\b",
+            self.text,
+        ):
+            return "int"
+        return None
+
+    def _pointee_type(self, arg: str) -> str | None:
+        cast = re.search(r"\(\s*(\w[\w:\s]*?)\s*\*\s*\)", arg)
+        if cast:
+            return (
+                "float"
+                if re.fullmatch(_FLOAT_TYPES, cast.group(1).strip())
+                else "int"
+                if re.fullmatch(_INT_TYPES, cast.group(1).strip())
+                else None
+            )
+        ident = _IDENT.search(arg.replace("&", " "))
+        return self._declared(ident.group(0)) if ident else None
+
+    def _value_type(self, arg: str) -> str | None:
+        a = arg.strip()
+        if re.fullmatch(r"[-+]?\d+\.\d*f?|[-+]?\d*\.\d+f?|[-+]?\d+f", a):
+            return "float"
+        if re.fullmatch(r"[-+]?\d+[uUlL]*", a):
+            return "int"
+        ident = _IDENT.match(a)
+        return self._declared(ident.group(0)) if ident and ident.group(0) == a else None
+
+    def grid_strided_reductions(self) -> None:
+        for m in re.finditer(r"\bfor\s*\(", self.text):
+            hdr_end = _match_paren(self.text, m.end() - 1)
+            header = self.text[m.end() : hdr_end - 1]
+            t = self.expr_taint(header, m.start())
+            if t is None or "grid" not in t[0]:
+                continue
+            body = self._block_after(hdr_end)
+            declared = set(re.findall(r"\b(?:" + _FLOAT_TYPES + r"|auto)\s+(\w+)", body))
+            accs = [a for a in re.findall(r"\b(\w+)\s*(?:\[[^\]]*\])?\s*\+=", body) if a not in declared]
+            if accs:
+                self.collector.add(
+                    "native_grid_partitioned_reduction",
+                    self.src.display,
+                    self.line_of(m.start()),
+                    "NUM_SPLITS",
+                    f"a loop strided by the grid size accumulates into {accs[0]}",
+                    [*t[1], self.step(m.start(), "reduction strided by the grid")],
+                )
+
+    def _block_after(self, pos: int) -> str:
+        rest = self.text[pos:]
+        stripped = rest.lstrip()
+        if stripped.startswith("{"):
+            start = pos + (len(rest) - len(stripped))
+            return self.text[start : _match_paren(self.text, start, "{", "}")]
+        end = self.text.find(";", pos)
+        return self.text[pos : end + 1 if end >= 0 else len(self.text)]
+
+    def launches(self) -> None:
+        kernels = {
+            m.group(1): [p.strip().split()[-1].strip("*&") for p in m.group(2).split(",") if p.strip()]
+            for m in _GLOBAL.finditer(self.text)
+        }
+        reduces = bool(_REDUCTION_IDIOM.search(self.text))
+        for m in _LAUNCH.finditer(self.text):
+            cfg = _split_top(m.group(2))
+            if len(cfg) >= 2 and reduces:
+                t = self.expr_taint(cfg[1], m.start())
+                if t is not None and "batch" in t[0]:
+                    self.collector.add(
+                        "native_block_size_from_batch",
+                        self.src.display,
+                        self.line_of(m.start()),
+                        "blockDim",
+                        "the block size of a reducing kernel depends on the batch",
+                        [*t[1], self.step(m.start(), "block size of the launch")],
+                    )
+            name = re.sub(r"\s*<.*", "", m.group(1))
+            params = kernels.get(name, [])
+            end = _match_paren(self.text, m.end() - 1)
+            for pname, arg in zip(params, _split_top(self.text[m.end() : end - 1]), strict=False):
+                p = self.contract.protected_for(pname)
+                t = self.expr_taint(arg, m.start())
+                if p is not None and t is not None and t[0] & {"batch", "grid"}:
+                    self.collector.add(
+                        "native_split_count",
+                        self.src.display,
+                        self.line_of(m.start()),
+                        p.name,
+                        f"{arg.strip()} is passed as {pname} to {name} and depends on the batch",
+                        [*t[1], self.step(m.start(), f"passed as {pname} to {name}")],
+                        mechanism=p.mechanism,
+                        guidance=p.guidance or None,
+                    )
+
+    def dispatch(self) -> None:
+        for m in re.finditer(r"\bif\s*\(", self.text):
+            cond_end = _match_paren(self.text, m.end() - 1)
+            cond = self.text[m.end() : cond_end - 1]
+            t = self.expr_taint(cond, m.start())
+            if t is None or "batch" not in t[0] or re.search(r"==\s*0\b|<=\s*0\b|<\s*1\b", cond):
+                continue
+            body = self._block_after(cond_end)
+            after = self.text.find(body, cond_end) + len(body)
+            rest = self.text[after:].lstrip()
+            other = ""
+            if rest.startswith("else"):
+                other = self._block_after(self.text.find("else", after) + 4)
+            elif re.search(r"\breturn\b", body):
+                other = self.text[after : after + 2000]
+            a, b = _called(body), _called(other)
+            if a != b and (any("<<<" in x for x in a | b) or (a | b)):
+                self.collector.add(
+                    "native_batch_dispatch",
+                    self.src.display,
+                    self.line_of(m.start()),
+                    "ALGORITHM",
+                    "host code chooses the kernel from the batch size",
+                    [*t[1], self.step(m.start(), "batch-dependent dispatch")],
+                )
+
+
+def _split_top(s: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur))
+    return out
+
+
+def _called(block: str) -> set[str]:
+    names = set()
+    for m in _CALL.finditer(block):
+        name = re.sub(r"\s+", "", m.group(1))
+        base = re.sub(r"<.*", "", name)
+        if base not in _KEYWORDS and not base.startswith(("cuda", "TORCH", "AT_", "C10")):
+            names.add(name + ("<<<" if "<<<" in block[m.start() : m.end()] else ""))
+    return names
+
+
+def analyze_native(src: NativeSource, contract: Contract, collector: Collector) -> None:
+    a = _NativeAnalysis(src, contract, collector)
+    a.propagate()
+    a.atomics()
+    a.grid_strided_reductions()
+    a.launches()
+    a.dispatch()
+
+
+def looks_native(text: str) -> bool:
+    return any(
+        tok in text for tok in ("__global__", "#include", "<<<", "atomicAdd", 'extern "C"', "__device__")
+    )

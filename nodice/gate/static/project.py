@@ -1,0 +1,74 @@
+"""The files a candidate consists of: its Python modules and the native sources it compiles.
+
+Sibling Python modules are followed by the dataflow engine when imported. Native
+sources are the ``.cu/.cuh/.cpp/.cc/.h/.hpp`` files the candidate names in a
+string (or that share its stem), the local headers they include, and native
+code embedded in Python string literals (``load_inline``, CuPy ``RawKernel``,
+cuda-python/NVRTC all take the source as a string).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from nodice.gate.static.native import NativeSource, looks_native
+
+NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
+_INCLUDE = re.compile(r'#\s*include\s*"([^"]+)"')
+
+
+_NATIVE_NAME = re.compile(r"""["']([\w./-]+\.(?:cu|cuh|cpp|cc|cxx|h|hpp))["']""")
+
+
+def embedded_sources(tree: ast.Module, source: str, display: str) -> list[NativeSource]:
+    if not looks_native(source):
+        return []  # cheap text test first: walking the tree costs more than the whole analysis
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 40:
+            if looks_native(node.value):
+                # A triple-quoted string's first line is the line of its opening quotes.
+                out.append(NativeSource(display, node.value, node.lineno))
+    return out
+
+
+def referenced_native_files(sources: list[str], candidate: Path) -> list[Path]:
+    folder = candidate.parent
+    names = {m.group(1) for text in sources for m in _NATIVE_NAME.finditer(text)}
+    found: list[Path] = []
+    for name in sorted(names):
+        p = (folder / name) if not Path(name).is_absolute() else Path(name)
+        if p.is_file() and folder in p.resolve().parents:
+            found.append(p)
+    stem = candidate.stem
+    for suffix in NATIVE_SUFFIXES:
+        p = folder / (stem + suffix)
+        if p not in found and p.is_file():
+            found.append(p)
+    # Local headers the sources include.
+    i = 0
+    while i < len(found) and len(found) < 32:
+        try:
+            text = found[i].read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for inc in _INCLUDE.findall(text):
+            p = found[i].parent / inc
+            if p.is_file() and p not in found:
+                found.append(p)
+        i += 1
+    return found
+
+
+def native_file_sources(paths: list[Path], candidate: Path) -> list[NativeSource]:
+    out = []
+    for p in paths:
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        display = str(candidate.parent / p.name) if p.parent == candidate.parent else str(p)
+        out.append(NativeSource(display, text, 1))
+    return out

@@ -1,0 +1,85 @@
+"""Batch sources: which arguments of a task carry the batch axis, read from the task's signature.
+
+The batch axis is the first dimension unless a contract says otherwise; the
+batch symbol is the first dimension of the first tensor argument (``B`` for
+``x[B,H]``, ``M`` for ``a[M,K]``, ``T`` for ``x[T,H]``), and every argument whose
+first dimension is that symbol carries the batch axis.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from nodice.gate.static.contracts import Contract
+
+_ARG = re.compile(r"(\w+)\s*(?:\[([^\]]*)\])?")
+
+
+@dataclass(frozen=True)
+class BatchArg:
+    """A kernel argument whose ``axis`` is a batch-context axis."""
+
+    name: str
+    axis: int
+    rank: int | None
+    note: str
+
+
+@dataclass(frozen=True)
+class EntrySignature:
+    """The entry point's parameters in order, and which of them carry a batch axis."""
+
+    params: tuple[str, ...]
+    ranks: dict[str, int]
+    batch_symbol: str
+    batch_args: dict[str, BatchArg]
+
+
+def _split_args(inner: str) -> list[str]:
+    """Split at top-level commas (shapes contain commas inside brackets)."""
+    out, depth, cur = [], 0, []
+    for ch in inner:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return [a.strip() for a in out if a.strip()]
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(signature: str) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    m = re.search(r"\((.*)\)\s*(?:->|→|$)", signature)
+    inner = m.group(1) if m else ""
+    args: list[tuple[str, tuple[str, ...] | None]] = []
+    for raw in _split_args(inner):
+        am = _ARG.match(raw)
+        if not am:
+            continue
+        dims = tuple(d.strip() for d in am.group(2).split(",")) if am.group(2) is not None else None
+        args.append((am.group(1), dims))
+    return tuple(args)
+
+
+def entry_signature(signature: str, contract: Contract) -> EntrySignature:
+    args = _parse(signature)
+    params = tuple(name for name, _ in args)
+    ranks = {name: len(dims) for name, dims in args if dims is not None}
+    tensors = [(name, dims) for name, dims in args if dims]
+    symbol = tensors[0][1][0] if tensors else "B"
+    batch: dict[str, BatchArg] = {}
+    for name, dims in tensors:
+        if dims and dims[0] == symbol:
+            batch[name] = BatchArg(name, 0, len(dims), f"batch axis {symbol} of argument {name}")
+    for name, axis, note in contract.batch_args:
+        if name in params:
+            batch[name] = BatchArg(name, axis, ranks.get(name), note or f"batch-context axis of {name}")
+    return EntrySignature(params, ranks, symbol, batch)

@@ -1,0 +1,399 @@
+"""PyTorch calls: allocation, reductions over the batch axis, random numbers, routing, scatter-adds.
+
+Tensors carry data, not batch quantities: a tensor is tainted only when its
+*values* depend on the batch context — a statistic over the batch axis, positions
+(``arange(B)``), or arithmetic with a batch-dependent scalar. Shapes built from
+the batch size make a tensor whose first axis is the batch axis, nothing more.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from nodice.gate.static.expressions import shape_item, shape_value
+from nodice.gate.static.values import NO_CONST, V, extend, first_taint
+
+if TYPE_CHECKING:
+    from nodice.gate.static.dataflow import Analysis, ModuleInfo
+
+ALLOC = {
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "empty_strided",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+}
+NEW_ALLOC = {"new_empty", "new_zeros", "new_ones", "new_full"}
+REDUCTIONS = {
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "topk",
+    "sort",
+    "argsort",
+    "unique",
+    "bincount",
+    "nonzero",
+    "count_nonzero",
+    "cumsum",
+    "cumprod",
+    "histc",
+    "std",
+    "var",
+    "norm",
+    "logsumexp",
+    "prod",
+    "any",
+    "all",
+    "median",
+    "mode",
+    "kthvalue",
+    "quantile",
+    "nansum",
+    "aminmax",
+}
+ROUTING_PER_ROW = {"softmax", "log_softmax"}
+RNG_DRAWS = {
+    "rand",
+    "randn",
+    "randint",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "randperm",
+    "multinomial",
+    "bernoulli",
+    "normal",
+    "poisson",
+    "exponential_",
+    "uniform_",
+    "normal_",
+    "bernoulli_",
+    "random_",
+    "geometric_",
+    "cauchy_",
+    "log_normal_",
+}
+SEEDING = {"manual_seed", "seed", "manual_seed_all"}
+SCATTER_ACCUMULATE = {
+    "index_add_",
+    "index_add",
+    "scatter_add_",
+    "scatter_add",
+    "index_put_",
+    "scatter_reduce_",
+}
+ARITH = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "true_divide",
+    "floor_divide",
+    "pow",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "fill_",
+    "full",
+    "full_like",
+    "masked_fill",
+    "masked_fill_",
+    "where",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "remainder",
+    "fmod",
+    "add_",
+    "sub_",
+    "mul_",
+    "div_",
+    "arange",
+    "linspace",
+    "mul_scalar",
+    "scale",
+}
+META = {
+    "dim",
+    "ndimension",
+    "stride",
+    "element_size",
+    "data_ptr",
+    "is_contiguous",
+    "get_device",
+    "storage_offset",
+}
+
+
+def _int_const(v: V | None) -> int | None:
+    if v is None or v.const is NO_CONST or isinstance(v.const, bool) or not isinstance(v.const, int):
+        return None
+    return int(v.const)
+
+
+class TorchMixin:
+    an: Analysis
+    mod: ModuleInfo
+    if TYPE_CHECKING:
+
+        def step(self, node: ast.AST, note: str = "") -> str: ...
+
+        def in_sample_loop(self) -> int | None: ...
+
+    seeded_loops: set[int]
+
+    # ---- helpers ---------------------------------------------------------------
+    def _batch_of(self, values: list[V]) -> tuple[Any, int, int | None]:
+        for v in values:
+            if v.kind == "tensor" and v.batch is not None:
+                return v.batch, v.baxis, v.rank
+        return None, 0, None
+
+    def _size_batch(self, values: list[V], node: ast.AST) -> Any:
+        """A shape argument ``(B, H)`` or ``B, H`` that contains a batch-dependent size."""
+        for v in values:
+            if v.taint is not None:
+                return v.taint
+            if v.kind in ("seq", "shape") and v.items:
+                t = first_taint(*v.items)
+                if t is not None:
+                    return t
+            if v.kind == "shape" and v.batch is not None:
+                return v.batch
+        return None
+
+    def tensor_result(self, values: list[V], node: ast.AST, arith: bool) -> V:
+        batch, baxis, rank = self._batch_of(values)
+        tensors = [v for v in values if v.kind == "tensor"]
+        taint = first_taint(*tensors)
+        if arith and taint is None:
+            taint = first_taint(*[v for v in values if v.kind not in ("tensor", "seq", "shape")])
+        return V(taint=taint, kind="tensor", batch=batch, baxis=baxis, rank=rank)
+
+    # ---- torch functions ---------------------------------------------------------
+    def torch_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        fn = name.split(".")[-1]
+        if fn in ALLOC:
+            if fn.endswith("_like"):
+                like = args[0] if args else V()
+                return V(kind="tensor", batch=like.batch, baxis=like.baxis, rank=like.rank)
+            batch = self._size_batch(args[:1] if fn == "full" else args, node) or self._size_batch(
+                [kwargs["size"]] if "size" in kwargs else [], node
+            )
+            rank = (
+                len(args[0].items) if args and args[0].kind == "seq" and args[0].items is not None else None
+            )
+            return V(kind="tensor", batch=batch, rank=rank)
+        if fn == "arange":
+            taint = first_taint(*args)
+            t = extend(taint, self.step(node, "positions in the batch")) if taint else None
+            return V(taint=t, kind="tensor", batch=taint, rank=1)
+        if fn in RNG_DRAWS:
+            return self.rng_draw(fn, args, kwargs, node, recv=None)
+        if fn in SEEDING or name.endswith("Generator.manual_seed"):
+            self.rng_seed(args[0] if args else kwargs.get("seed", V()), node)
+            return V()
+        if fn == "Generator":
+            return V(kind="generator", ref={"seeded_loop": None})
+        if fn in SCATTER_ACCUMULATE:
+            self.scatter_accumulate(fn, node)
+            return self.tensor_result(args, node, arith=False)
+        if fn in REDUCTIONS or fn in ROUTING_PER_ROW:
+            recv = args[0] if args else V()
+            return self.reduction(fn, recv, args[1:], kwargs, node)
+        if fn in ("cat", "stack", "concat") and args and args[0].items:
+            return self.tensor_result(args[0].items, node, arith=False)
+        return self.tensor_result(args + list(kwargs.values()), node, arith=fn in ARITH)
+
+    # ---- tensor methods ------------------------------------------------------------
+    def tensor_method(self, recv: V, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        if fn == "size":
+            shape = shape_value(
+                recv, node.func.value if isinstance(node.func, ast.Attribute) else node.func, self
+            )
+            if not args and "dim" not in kwargs:
+                return shape
+            return shape_item(shape, _int_const(args[0] if args else kwargs.get("dim")), node, self)
+        if fn in ("numel", "nelement"):
+            if recv.batch is not None:
+                return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+            return V(taint=recv.taint)
+        if fn in META:
+            return V()
+        if fn in ("item", "tolist"):
+            if recv.batch is not None and recv.rank != 0:
+                return V(taint=recv.taint or (self.step(node, f"batch statistic: {self.src(node)}"),))
+            return V(taint=recv.taint)
+        if fn in NEW_ALLOC:
+            batch = self._size_batch(args[:1], node)
+            return V(kind="tensor", batch=batch)
+        if fn in RNG_DRAWS:
+            return self.rng_draw(fn, args, kwargs, node, recv=recv)
+        if fn in SCATTER_ACCUMULATE:
+            if fn != "index_put_" or ("accumulate" in kwargs and kwargs["accumulate"].const is not False):
+                self.scatter_accumulate(fn, node)
+            return recv
+        if fn in REDUCTIONS or fn in ROUTING_PER_ROW:
+            return self.reduction(fn, recv, args, kwargs, node)
+        if fn in (
+            "view",
+            "reshape",
+            "expand",
+            "flatten",
+            "contiguous",
+            "float",
+            "half",
+            "bfloat16",
+            "to",
+            "clone",
+            "detach",
+            "unsqueeze",
+            "squeeze",
+            "view_as",
+            "reshape_as",
+            "type",
+            "cuda",
+            "cpu",
+        ):
+            return V(
+                taint=recv.taint,
+                kind="tensor",
+                batch=recv.batch,
+                baxis=recv.baxis,
+                rank=recv.rank
+                if fn
+                in ("contiguous", "float", "half", "bfloat16", "to", "clone", "detach", "type", "cuda", "cpu")
+                else None,
+            )
+        return self.tensor_result([recv, *args, *kwargs.values()], node, arith=fn in ARITH)
+
+    def reduction(self, fn: str, recv: V, rest: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        """A reduction over the batch axis makes a batch statistic; over other axes, per-sample data."""
+        dim_v = kwargs.get("dim", kwargs.get("axis"))
+        if dim_v is None and rest and fn not in ("topk", "kthvalue", "quantile", "bincount", "histc"):
+            dim_v = rest[0]
+        if fn in ("topk", "kthvalue") and dim_v is None and len(rest) > 1:
+            dim_v = rest[1]
+        dim = _int_const(dim_v)
+        per_row_default = fn in ("softmax", "log_softmax", "topk", "sort", "argsort", "cumsum", "cumprod")
+        over_batch = False
+        if recv.batch is not None:
+            if dim is None and dim_v is None:
+                over_batch = not per_row_default or recv.rank == 1
+            elif dim is not None:
+                over_batch = dim == recv.baxis or (recv.rank is not None and dim == recv.baxis - recv.rank)
+        taint = recv.taint
+        if over_batch and taint is None and fn not in ("softmax", "log_softmax"):
+            taint = (self.step(node, f"batch statistic: {fn} over the batch axis"),)
+        if fn in self.an.contract.routing_calls:
+            self.routing(fn, recv, rest, kwargs, node, over_batch)
+        keeps_batch = recv.batch is not None and not over_batch
+        out = V(taint=taint, kind="tensor", batch=recv.batch if keeps_batch else None, baxis=recv.baxis)
+        if fn in ("topk", "sort", "aminmax", "kthvalue", "mode", "median") and (
+            dim_v is not None or fn != "median"
+        ):
+            return V(kind="seq", items=[out, out], taint=None)
+        return out
+
+    # ---- mechanisms ---------------------------------------------------------------
+    def routing(
+        self, fn: str, recv: V, rest: list[V], kwargs: dict[str, V], node: ast.Call, over_batch: bool
+    ) -> None:
+        k = kwargs.get("k", rest[0] if fn == "topk" and rest else None)
+        if recv.taint is not None:
+            trace, why = recv.taint, f"routing input of {fn} depends on the batch"
+        elif k is not None and k.taint is not None:
+            trace, why = k.taint, f"the k of {fn} depends on the batch"
+        elif over_batch and recv.rank is not None and recv.rank >= 2:
+            trace, why = (
+                (self.step(node, f"{fn} across the token axis"),),
+                f"tokens compete across the batch in {fn}",
+            )
+        else:
+            return
+        self.an.report(
+            "expert_routing_from_batch",
+            self.mod,
+            node,
+            "ROUTING",
+            why,
+            trace,
+            self.step(node, f"{fn} decides the routing"),
+        )
+
+    def rng_draw(self, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call, recv: V | None) -> V:
+        batch, _, _ = self._batch_of(([recv] if recv is not None else []) + args)
+        size_taint = self._size_batch(
+            args if recv is None and fn in ("rand", "randn", "randint", "randperm") else [], node
+        )
+        trace = batch or size_taint
+        if trace is not None:
+            self.an.report(
+                "rng_stream_shared_by_batch",
+                self.mod,
+                node,
+                "RNG_SEED",
+                f"{fn} draws the whole batch from one random stream: a sample's numbers depend on its position",
+                trace,
+                self.step(node, f"{fn} over the batch"),
+            )
+        else:
+            loop = self.in_sample_loop()
+            gen = kwargs.get("generator")
+            seeded = (
+                gen.ref.get("seeded_loop") == loop
+                if gen is not None and gen.kind == "generator" and isinstance(gen.ref, dict)
+                else loop in self.seeded_loops
+            )
+            if loop is not None and not seeded:
+                self.an.report(
+                    "rng_stream_shared_by_batch",
+                    self.mod,
+                    node,
+                    "RNG_SEED",
+                    f"{fn} inside a loop over samples continues one stream: a sample's numbers depend on the samples before it",
+                    (self.step(node, "drawn inside the loop over samples"),),
+                    self.step(node, f"{fn} without a per-sample generator"),
+                )
+        return V(kind="tensor", batch=batch)
+
+    def rng_seed(self, value: V, node: ast.Call, generator: V | None = None) -> None:
+        loop = self.in_sample_loop()
+        if generator is not None and isinstance(generator.ref, dict):
+            generator.ref["seeded_loop"] = loop
+        elif loop is not None:
+            self.seeded_loops.add(loop)
+        if value.taint is not None:
+            p = self.an.contract.protected_for("seed")
+            self.an.report(
+                "rng_seed_from_batch",
+                self.mod,
+                node,
+                p.name if p else "RNG_SEED",
+                "the random seed depends on the batch or the sample's position",
+                value.taint,
+                self.step(node, "used as the random seed"),
+            )
+
+    def scatter_accumulate(self, fn: str, node: ast.Call) -> None:
+        self.an.report(
+            "torch_scatter_accumulate",
+            self.mod,
+            node,
+            "atomics",
+            f"{fn} accumulates with atomics on CUDA; with three or more contributions per element the "
+            "sum order is not fixed",
+            (),
+            self.step(node, f"{fn}"),
+        )

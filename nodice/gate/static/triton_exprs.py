@@ -1,0 +1,378 @@
+"""Expressions inside a Triton kernel: what each value depends on and which tiles shape it.
+
+Every value carries the labels it depends on and, where it can be inferred, its
+block shape as one label set per dimension (the labels of the ``tl.arange``
+lengths that built that dimension). A sum-like reduction over a dimension makes
+that dimension's labels the tile of a reduction axis.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+Shape = tuple[frozenset[str], ...]
+
+_ELEMENTWISE = {
+    "where",
+    "maximum",
+    "minimum",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "sqrt_rn",
+    "rsqrt",
+    "abs",
+    "fma",
+    "sigmoid",
+    "cos",
+    "sin",
+    "erf",
+    "div_rn",
+    "fdiv",
+    "floor",
+    "ceil",
+    "clamp",
+    "umulhi",
+    "softplus",
+    "cast",
+    "fast_expf",
+    "fast_dividef",
+    "tanh",
+    "log1p",
+    "expm1",
+    "pow",
+    "isnan",
+    "isinf",
+    "signbit",
+}
+_PASS_FIRST = {"multiple_of", "max_contiguous", "max_constancy", "assume", "contiguous"}
+_SUM_LIKE = {"sum", "reduce", "cumsum", "cumprod", "associative_scan"}
+_EXACT = {"max", "min", "argmax", "argmin", "xor_sum"}
+_RNG = {"rand", "randn", "randint", "randint4x", "rand4x", "randn4x", "philox", "philox_impl"}
+_QUIET = {"static_print", "device_print", "static_assert", "device_assert", "debug_barrier", "store", "print"}
+
+
+def dotted(node: ast.AST) -> str:
+    """``tl.math.exp`` for an attribute chain, ``""`` for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _dtype_of(node: ast.AST | None) -> str | None:
+    name = dotted(node).split(".")[-1] if node is not None else ""
+    if name.startswith(("float", "bfloat", "fp")):
+        return "float"
+    if name.startswith(("int", "uint")):
+        return "int"
+    return None
+
+
+@dataclass(slots=True, frozen=True)
+class KV:
+    """A kernel value: its dependencies, block shape, dtype family, and whether it holds data."""
+
+    deps: frozenset[str] = frozenset()
+    shape: Shape | None = None
+    dtype: str | None = None  # "int" | "float" | None (unknown)
+    data: bool = False  # derived from memory or a reduction (not just indices)
+    reduced: bool = False  # a sum or an accumulator
+
+    def combine(self, other: KV, op: ast.AST | None = None) -> KV:
+        dtype = (
+            "float"
+            if isinstance(op, ast.Div) or "float" in (self.dtype, other.dtype)
+            else ("int" if self.dtype == other.dtype == "int" else None)
+        )
+        return KV(
+            self.deps | other.deps,
+            broadcast(self.shape, other.shape),
+            dtype,
+            self.data or other.data,
+            self.reduced or other.reduced,
+        )
+
+
+def broadcast(a: Shape | None, b: Shape | None) -> Shape | None:
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a2 = (frozenset(),) * (n - len(a)) + a
+    b2 = (frozenset(),) * (n - len(b)) + b
+    return tuple(x | y for x, y in zip(a2, b2, strict=True))
+
+
+def _union(values: list[KV]) -> KV:
+    out = KV(frozenset(), ())
+    for v in values:
+        out = out.combine(v)
+    return out
+
+
+def _const_int(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _const_int(node.operand)
+        return -inner if inner is not None else None
+    return None
+
+
+class KernelExprs:
+    """Expression evaluation; subclasses provide ``env``, ``sink``, ``atomic``, ``reduction``."""
+
+    env: dict[str, KV]
+
+    def __init__(self, helpers: dict[str, ast.FunctionDef]):
+        self.helpers = helpers
+
+    def sink(self, kind: str, labels: frozenset[str], node: ast.AST) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def atomic(self, node: ast.AST, certain: bool) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def reduction(self, order_sensitive: bool, dot: bool = False) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def helper_info(self, fn: ast.FunctionDef) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def expr(self, node: ast.AST) -> KV:
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, KV(frozenset(), ()))
+        if isinstance(node, ast.Constant):
+            v = node.value
+            kind = "float" if isinstance(v, float) else "int" if isinstance(v, int) else None
+            return KV(frozenset(), (), kind)
+        if isinstance(node, ast.BinOp):
+            return self.expr(node.left).combine(self.expr(node.right), node.op)
+        if isinstance(node, ast.UnaryOp):
+            return self.expr(node.operand)
+        if isinstance(node, ast.BoolOp | ast.Compare):
+            parts = [
+                self.expr(e)
+                for e in (node.values if isinstance(node, ast.BoolOp) else [node.left, *node.comparators])
+            ]
+            u = _union(parts)
+            return KV(u.deps, u.shape, "int", u.data)
+        if isinstance(node, ast.IfExp):
+            return _union([self.expr(node.test), self.expr(node.body), self.expr(node.orelse)])
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.Attribute):
+            base = self.expr(node.value)
+            if node.attr == "T" and base.shape is not None:
+                return KV(base.deps, tuple(reversed(base.shape)), base.dtype, base.data, base.reduced)
+            return KV(base.deps, base.shape, base.dtype, base.data, base.reduced)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Tuple | ast.List):
+            return _union([self.expr(e) for e in node.elts])
+        return KV(frozenset(), None)
+
+    def subscript(self, node: ast.Subscript) -> KV:
+        base = self.expr(node.value)
+        idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if base.shape is None:
+            return KV(base.deps, None, base.dtype, base.data, base.reduced)
+        dims, src = [], list(base.shape)
+        for e in idx:
+            if isinstance(e, ast.Constant) and e.value is None:
+                dims.append(frozenset())
+            elif isinstance(e, ast.Slice):
+                dims.append(src.pop(0) if src else frozenset())
+            elif isinstance(e, ast.Constant) and e.value is Ellipsis:
+                keep = len(src) - (len(idx) - len(dims) - 1)
+                dims.extend(src[:keep])
+                src = src[keep:]
+            else:
+                if src:
+                    src.pop(0)
+        return KV(base.deps, (*dims, *src), base.dtype, base.data, base.reduced)
+
+    def _shape_arg(self, node: ast.AST | None) -> Shape | None:
+        if isinstance(node, ast.Tuple | ast.List):
+            return tuple(self.expr(e).deps for e in node.elts)
+        return None
+
+    def call(self, node: ast.Call) -> KV:
+        name = dotted(node.func)
+        op = name.split(".")[-1] if name else (node.func.attr if isinstance(node.func, ast.Attribute) else "")
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        method_of: KV | None = None
+        if isinstance(node.func, ast.Attribute) and not name.startswith(("tl.", "triton.", "libdevice.")):
+            root = name.split(".")[0] if name else ""
+            if not name or root in self.env:
+                method_of = self.expr(node.func.value)
+        args = list(node.args)
+
+        def arg(i: int, key: str) -> ast.AST | None:
+            j = i - (1 if method_of is not None else 0)
+            if key in kw:
+                return kw[key]
+            return args[j] if 0 <= j < len(args) else None
+
+        if method_of is not None:
+            operand = method_of
+        elif args:
+            operand = self.expr(args[0])
+        else:
+            operand = KV(frozenset(), ())
+
+        if op in ("program_id", "num_programs"):
+            axis = _const_int(arg(0, "axis"))
+            prefix = "pid" if op == "program_id" else "nprog"
+            return KV(frozenset({f"{prefix}:{axis if axis is not None else 0}"}), (), "int")
+        if op == "arange":
+            parts = [self.expr(a) for a in args]
+            deps = frozenset().union(*(p.deps for p in parts)) if parts else frozenset()
+            return KV(deps, (deps,), "int")
+        if op in ("zeros", "full", "empty"):
+            shape = self._shape_arg(arg(0, "shape"))
+            fill = self.expr(arg(1, "value")) if op == "full" and arg(1, "value") is not None else KV()
+            return KV(fill.deps, shape, _dtype_of(arg(2 if op == "full" else 1, "dtype")))
+        if op in ("zeros_like", "full_like"):
+            return KV(frozenset(), operand.shape, operand.dtype)
+        if op == "load":
+            ptr = operand if method_of is None else KV()
+            return KV(frozenset(), ptr.shape, None, True)
+        if op in ("to", "cast"):
+            dtype = _dtype_of(arg(1, "dtype")) or operand.dtype
+            return KV(operand.deps, operand.shape, dtype, operand.data, operand.reduced)
+        if op in _SUM_LIKE or op in _EXACT:
+            return self._reduce(node, op, operand, arg(1, "axis"), arg(2, "keep_dims"))
+        if op in ("dot", "dot_scaled"):
+            return self._dot(node, method_of, args, kw)
+        if op in _RNG:
+            seed = self.expr(arg(0, "seed")) if arg(0, "seed") is not None else KV()
+            offs = self.expr(arg(1, "offset")) if arg(1, "offset") is not None else KV()
+            self.sink("rng", seed.deps | offs.deps, node)
+            return KV(frozenset(), offs.shape, "float" if op in ("rand", "randn") else "int", True)
+        if op.startswith("atomic_"):
+            return self._atomic(node, op, args, kw)
+        if op in _QUIET:
+            for a in args:
+                self.expr(a)
+            return KV()
+        if op in ("broadcast_to", "reshape", "view"):
+            shape = self._shape_arg(arg(1, "shape"))
+            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
+        if op in ("trans", "permute"):
+            shape = (
+                tuple(reversed(operand.shape))
+                if operand.shape is not None and len(operand.shape) == 2
+                else None
+            )
+            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
+        if op == "expand_dims":
+            axis = _const_int(arg(1, "axis"))
+            shape = operand.shape
+            if shape is not None and axis is not None:
+                axis = axis % (len(shape) + 1)
+                shape = (*shape[:axis], frozenset(), *shape[axis:])
+            else:
+                shape = None
+            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
+        if op in _PASS_FIRST:
+            return operand
+        if name in self.helpers and method_of is None:
+            return self._helper(node, self.helpers[name], args, kw)
+        parts = [self.expr(a) for a in args] + [self.expr(v) for v in kw.values()]
+        if method_of is not None:
+            parts.insert(0, method_of)
+        u = _union(parts)
+        if op in _ELEMENTWISE:
+            dtype = u.dtype if op in ("where", "maximum", "minimum", "abs", "clamp") else "float"
+            return KV(u.deps, u.shape, dtype, u.data, u.reduced)
+        return KV(u.deps, u.shape if op in ("cdiv",) else None, u.dtype, u.data, u.reduced)
+
+    def _reduce(
+        self, node: ast.Call, op: str, operand: KV, axis_node: ast.AST | None, keep: ast.AST | None
+    ) -> KV:
+        shape = operand.shape
+        axis = _const_int(axis_node)
+        if shape is not None:
+            if axis_node is None or (isinstance(axis_node, ast.Constant) and axis_node.value is None):
+                reduced, rest = list(shape), []
+            elif axis is not None and shape:
+                a = axis % len(shape)
+                reduced, rest = [shape[a]], [d for i, d in enumerate(shape) if i != a]
+                if op in ("cumsum", "cumprod", "associative_scan") or (
+                    isinstance(keep, ast.Constant) and keep.value is True
+                ):
+                    rest = list(shape)
+            else:
+                reduced, rest = list(shape), []
+            labels = frozenset().union(*reduced) if reduced else frozenset()
+            out_shape: Shape | None = tuple(rest)
+        else:
+            labels, out_shape = frozenset(), None
+        if op in _SUM_LIKE:
+            self.reduction(order_sensitive=operand.dtype != "int")
+            self.sink("reduction_tile", labels, node)
+        return KV(operand.deps, out_shape, operand.dtype, operand.data, op in _SUM_LIKE or operand.reduced)
+
+    def _dot(self, node: ast.Call, method_of: KV | None, args: list[ast.expr], kw: dict[str, ast.expr]) -> KV:
+        vals = ([method_of] if method_of is not None else []) + [self.expr(a) for a in args]
+        if "acc" in kw:
+            vals.append(self.expr(kw["acc"]))
+        a = vals[0] if vals else KV()
+        b = vals[1] if len(vals) > 1 else KV()
+        labels: frozenset[str] = frozenset()
+        if a.shape:
+            labels |= a.shape[-1]
+        if b.shape and len(b.shape) >= 2:
+            labels |= b.shape[-2]
+        self.reduction(order_sensitive=False, dot=True)
+        self.sink("reduction_tile", labels, node)
+        shape = (*a.shape[:-1], b.shape[-1]) if a.shape and b.shape and len(b.shape) >= 2 else None
+        acc = vals[2] if len(vals) > 2 else KV()
+        return KV(a.deps | b.deps | acc.deps, shape, "float", True, True)
+
+    def _atomic(self, node: ast.Call, op: str, args: list[ast.expr], kw: dict[str, ast.expr]) -> KV:
+        ptr = self.expr(args[0]) if args else self.expr(kw.get("pointer", ast.Constant(0)))
+        val_node = args[1] if len(args) > 1 else kw.get("val")
+        val = self.expr(val_node) if val_node is not None else KV()
+        for k in ("mask",):
+            if k in kw:
+                self.expr(kw[k])
+        if op in ("atomic_add", "atomic_fadd"):
+            if val.dtype == "int":
+                pass
+            elif val.dtype == "float" or val.reduced:
+                self.atomic(node, certain=True)
+            elif val.data:
+                self.atomic(node, certain=False)
+        return KV(ptr.deps | val.deps, val.shape, val.dtype, True)
+
+    def _helper(
+        self, node: ast.Call, fn: ast.FunctionDef, args: list[ast.expr], kw: dict[str, ast.expr]
+    ) -> KV:
+        info = self.helper_info(fn)
+        vals = [self.expr(a) for a in args]
+        kvals = {k: self.expr(v) for k, v in kw.items()}
+        if info is None:
+            return _union(vals + list(kvals.values()))
+        bound: dict[str, KV] = dict(zip(info.params, vals, strict=False))
+        bound.update(kvals)
+        for s in info.sinks:
+            labels = frozenset(lab for lab in s.labels if ":" in lab)
+            for lab in s.labels:
+                if lab in bound:
+                    labels |= bound[lab].deps
+            self.sink(s.kind, labels, node)
+        for a in info.atomics:
+            self.atomic(node, a.certain)
+        self.reduction(info.order_sensitive, info.has_dot)
+        u = _union(vals + list(kvals.values()))
+        return KV(u.deps, None, None, u.data or info.has_dot or info.order_sensitive, u.reduced)

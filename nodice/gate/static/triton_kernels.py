@@ -1,0 +1,265 @@
+"""Summaries of ``@triton.jit`` kernels: which parameters shape a reduction, seed random numbers …
+
+The summary is computed once per kernel from its body alone; the launch site
+then only asks "does a batch-dependent value reach a parameter (or a grid axis)
+that this kernel uses to shape a reduction or to draw random numbers?".
+
+Labels: a kernel parameter's name, ``pid:A`` for ``tl.program_id(A)`` (the
+program's position along grid axis A) and ``nprog:A`` for ``tl.num_programs(A)``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from nodice.gate.static.triton_exprs import KV, KernelExprs, dotted
+
+# Order-insensitive accumulations: max/min give the same bits in any order.
+_EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin"}
+
+
+@dataclass(frozen=True)
+class KernelSink:
+    """A place in the kernel where the labels decide a reduction's shape or a random draw."""
+
+    kind: str  # reduction_tile | reduction_bound | rng
+    labels: frozenset[str]
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class AtomicSite:
+    line: int
+    text: str
+    certain: bool  # the added value is known to be a float reduction (else: unknown dtype)
+
+
+@dataclass
+class Autotune:
+    line: int
+    keys: list[str] | None
+    varying: set[str] | None  # config entries that differ between configs; None: not visible
+    config_params: set[str]
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    node: ast.FunctionDef
+    params: list[str]
+    constexprs: set[str]
+    sinks: list[KernelSink] = field(default_factory=list)
+    atomics: list[AtomicSite] = field(default_factory=list)
+    order_sensitive: bool = False  # has a float tl.sum / tl.reduce / cumsum (a cross-thread tree)
+    has_dot: bool = False
+    autotune: Autotune | None = None
+    heuristics: dict[str, ast.expr] = field(default_factory=dict)
+
+    def param_sinks(self, param: str) -> list[KernelSink]:
+        return [s for s in self.sinks if param in s.labels]
+
+    def axis_sinks(self, axis: int) -> list[KernelSink]:
+        keys = {f"pid:{axis}", f"nprog:{axis}"}
+        return [s for s in self.sinks if s.labels & keys]
+
+    @property
+    def rng_params(self) -> set[str]:
+        return {lab for s in self.sinks if s.kind == "rng" for lab in s.labels}
+
+    @property
+    def reduction_params(self) -> set[str]:
+        return {lab for s in self.sinks if s.kind != "rng" for lab in s.labels if ":" not in lab}
+
+
+def is_jit(fn: ast.FunctionDef) -> bool:
+    return any(
+        dotted(d.func if isinstance(d, ast.Call) else d).split(".")[-1] == "jit" for d in fn.decorator_list
+    )
+
+
+def _assigned_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [n for e in target.elts for n in _assigned_names(e)]
+    return []
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Call):
+            todo.extend(n.args)
+            todo.extend(k.value for k in n.keywords)
+            todo.append(n.func)
+        elif isinstance(n, ast.BinOp):
+            todo += (n.left, n.right)
+        else:
+            todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _assignments(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Assignment statements of a block, nested blocks included (statements only, no expression walk)."""
+    out: list[ast.stmt] = []
+    todo = list(body)
+    while todo:
+        st = todo.pop()
+        if isinstance(st, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            out.append(st)
+        elif isinstance(st, ast.For | ast.While | ast.If | ast.With):
+            todo.extend(st.body)
+            todo.extend(getattr(st, "orelse", []))
+    return out
+
+
+def _loop_updates(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
+    """Names updated from their own value, names (re)initialised, and updates that are not max/min."""
+    selfref: set[str] = set()
+    reinit: set[str] = set()
+    inexact: set[str] = set()
+    for node in _assignments(body):
+        if isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name):
+                selfref.add(node.target.id)
+                inexact.add(node.target.id)
+        elif node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            used = _names_in(node.value)
+            top = dotted(node.value.func).split(".")[-1] if isinstance(node.value, ast.Call) else ""
+            for t in targets:
+                for name in _assigned_names(t):
+                    if name in used:
+                        selfref.add(name)
+                        if top not in _EXACT_UPDATES:
+                            inexact.add(name)
+                    else:
+                        reinit.add(name)
+    return selfref, reinit, inexact
+
+
+class _KernelWalker(KernelExprs):
+    def __init__(self, info: KernelInfo, helpers: dict[str, ast.FunctionDef], cache: dict[int, KernelInfo]):
+        super().__init__(helpers)
+        self.info = info
+        self.cache = cache
+        self.env = {p: KV(frozenset({p}), ()) for p in info.params}
+        self.control: frozenset[str] = frozenset()
+
+    # ---- hooks used by the expression evaluator -------------------------------
+    def sink(self, kind: str, labels: frozenset[str], node: ast.AST) -> None:
+        if labels:
+            line = getattr(node, "lineno", 0)
+            self.info.sinks.append(KernelSink(kind, labels, line, ""))
+
+    def atomic(self, node: ast.AST, certain: bool) -> None:
+        self.info.atomics.append(AtomicSite(getattr(node, "lineno", 0), "", certain))
+
+    def reduction(self, order_sensitive: bool, dot: bool = False) -> None:
+        self.info.order_sensitive |= order_sensitive
+        self.info.has_dot |= dot
+
+    def helper_info(self, fn: ast.FunctionDef) -> KernelInfo | None:
+        if id(fn) in self.cache or len(self.cache) > 64:
+            return self.cache.get(id(fn))
+        return summarize_kernel(fn, self.helpers, self.cache)
+
+    # ---- statements -------------------------------------------------------------
+    def walk(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.stmt(stmt)
+
+    def bind(self, target: ast.expr, value: KV) -> None:
+        if self.control:
+            value = KV(value.deps | self.control, value.shape, value.dtype, value.data, value.reduced)
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+        elif isinstance(target, ast.Tuple | ast.List):
+            for e in target.elts:
+                self.bind(e, KV(value.deps, None, value.dtype, value.data, value.reduced))
+
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, ast.Assign):
+            v = self.expr(s.value)
+            for t in s.targets:
+                self.bind(t, v)
+        elif isinstance(s, ast.AnnAssign) and s.value is not None:
+            self.bind(s.target, self.expr(s.value))
+        elif isinstance(s, ast.AugAssign):
+            old = self.expr(s.target)
+            new = self.expr(s.value)
+            self.bind(s.target, old.combine(new, op=s.op))
+        elif isinstance(s, ast.For):
+            self.loop(s)
+        elif isinstance(s, ast.While):
+            self.expr(s.test)
+            for _ in range(2):
+                self.walk(s.body)
+        elif isinstance(s, ast.If):
+            cond = self.expr(s.test)
+            saved = self.control
+            self.control = saved | cond.deps
+            self.walk(s.body)
+            self.walk(s.orelse)
+            self.control = saved
+        elif isinstance(s, ast.Expr | ast.Return) and s.value is not None:
+            self.expr(s.value)
+        elif isinstance(s, ast.With):
+            self.walk(s.body)
+
+    def loop(self, s: ast.For) -> None:
+        it = s.iter
+        if isinstance(it, ast.Call) and dotted(it.func).split(".")[-1] in ("range", "static_range"):
+            bound_args = [self.expr(a) for a in it.args]
+            bound = KV(frozenset().union(*(a.deps for a in bound_args)), (), "int")
+        else:
+            bound = KV(self.expr(it).deps, (), "int")
+        self.bind(s.target, bound)
+        before = set(self.env)
+        selfref, reinit, inexact = _loop_updates(s.body)
+        loop_vars = set(_assigned_names(s.target))
+        candidates = (selfref & before) - reinit - loop_vars
+        self.walk(s.body)
+        accumulators = {n for n in candidates if self.env[n].data}
+        if accumulators:
+            for n in accumulators:
+                v = self.env[n]
+                self.env[n] = KV(v.deps, v.shape, v.dtype, v.data, True)
+            if accumulators & inexact:
+                self.reduction(order_sensitive=True)
+            # The loop's range decides which elements each program folds, and in what steps.
+            self.sink("reduction_bound", bound.deps, s.iter if isinstance(s.iter, ast.Call) else s)
+
+
+def _constexprs(fn: ast.FunctionDef) -> set[str]:
+    out = set()
+    for a in fn.args.args + fn.args.kwonlyargs:
+        if a.annotation is not None and dotted(a.annotation).split(".")[-1] == "constexpr":
+            out.add(a.arg)
+    return out
+
+
+def summarize_kernel(
+    fn: ast.FunctionDef,
+    helpers: dict[str, ast.FunctionDef],
+    cache: dict[int, KernelInfo] | None = None,
+    module_values: dict[str, ast.expr] | None = None,
+) -> KernelInfo:
+    """Summary of one jit function (cached by node identity in ``cache``)."""
+    cache = {} if cache is None else cache
+    if id(fn) in cache:
+        return cache[id(fn)]
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    info = KernelInfo(fn.name, fn, params, _constexprs(fn))
+    cache[id(fn)] = info
+    _KernelWalker(info, helpers, cache).walk(fn.body)
+    from nodice.gate.static.triton_decorators import read_decorators
+
+    read_decorators(info, module_values or {})
+    return info

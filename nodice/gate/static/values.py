@@ -1,0 +1,162 @@
+"""Abstract values of the dataflow analysis and the dependency traces they carry.
+
+A :class:`V` describes what the analyzer knows about one Python value: whether it
+depends on the batch context (``taint``: the trace from a batch source to here),
+whether it is a tensor whose first axis is the batch axis (``batch``), and, for
+containers, shapes, callables and objects, enough structure to follow a flow
+through them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# One line per step from a batch source to the current value, e.g.
+# "line 41: B = x.shape[0]  (batch source: x.shape[0])".
+Trace = tuple[str, ...]
+
+MAX_TRACE = 14
+
+NO_CONST: Any = object()
+
+
+@dataclass(slots=True)
+class V:
+    """What is known about one value."""
+
+    taint: Trace | None = None
+    kind: str = (
+        "value"  # value|tensor|shape|seq|dict|func|kernel|class|instance|module|py|method|choice|generator
+    )
+    batch: Trace | None = None  # tensors: the first axis is the batch axis (why we think so)
+    rank: int | None = None
+    items: list[V] | None = None  # shape / seq / choice alternatives
+    keys: dict[Any, V] | None = None  # dict with constant keys
+    const: Any = NO_CONST
+    ref: Any = None  # func/kernel/class/module/instance/py/method payload
+    opaque: bool = False  # the analyzer does not know where it comes from
+    baxis: int = 0  # tensors: which axis ``batch`` refers to
+
+    @property
+    def tainted(self) -> bool:
+        return self.taint is not None
+
+    def retrace(self, taint: Trace | None) -> V:
+        """The same value with its trace replaced (e.g. one step longer)."""
+        return V(
+            taint,
+            self.kind,
+            self.batch,
+            self.rank,
+            self.items,
+            self.keys,
+            self.const,
+            self.ref,
+            self.opaque,
+            self.baxis,
+        )
+
+    def with_taint(self, taint: Trace | None) -> V:
+        if taint is None or self.taint is not None:
+            return self
+        return V(
+            taint,
+            self.kind,
+            self.batch,
+            self.rank,
+            self.items,
+            self.keys,
+            self.const,
+            self.ref,
+            self.opaque,
+            self.baxis,
+        )
+
+
+UNKNOWN = V(opaque=True)
+CLEAN = V()
+
+
+def first_taint(*values: V | None) -> Trace | None:
+    """The trace of the first tainted value (left to right: the operand nearest the source)."""
+    for v in values:
+        if v is not None and v.taint is not None:
+            return v.taint
+    return None
+
+
+def extend(trace: Trace | None, step: str) -> Trace | None:
+    """Append a step unless the trace already ends on the same line."""
+    if trace is None:
+        return None
+    if trace and _line_key(trace[-1]) == _line_key(step):
+        return trace
+    if len(trace) >= MAX_TRACE:
+        trace = (*trace[:3], "…", *trace[-(MAX_TRACE - 5) :])
+    return (*trace, step)
+
+
+def _line_key(step: str) -> str:
+    return step.split(": ", 1)[0]
+
+
+def plain(taint: Trace | None = None, opaque: bool = False) -> V:
+    return V(taint=taint, opaque=opaque)
+
+
+def join(a: V, b: V) -> V:
+    """The value after two control-flow paths meet."""
+    if a is b:
+        return a
+    taint = a.taint or b.taint
+    if (
+        a.kind == b.kind
+        and a.ref is b.ref
+        and a.kind in ("func", "kernel", "class", "module", "py", "instance")
+    ):
+        return a.with_taint(taint)
+    if a.kind in ("func", "kernel", "choice") and b.kind in ("func", "kernel", "choice"):
+        alts = (a.items if a.kind == "choice" else [a]) or []
+        alts = alts + [x for x in ((b.items if b.kind == "choice" else [b]) or []) if x not in alts]
+        return V(taint=taint, kind="choice", items=alts)
+    if a.kind == "tensor" and b.kind == "tensor":
+        return V(
+            taint=taint, kind="tensor", batch=a.batch or b.batch, rank=a.rank if a.rank == b.rank else None
+        )
+    if a.kind in ("seq", "shape") and b.kind == a.kind and a.items is not None and b.items is not None:
+        if len(a.items) == len(b.items):
+            return V(
+                taint=taint, kind=a.kind, items=[join(x, y) for x, y in zip(a.items, b.items, strict=True)]
+            )
+    if a.kind == "dict" and b.kind == "dict" and a.keys is not None and b.keys is not None:
+        keys = dict(a.keys)
+        for k, v in b.keys.items():
+            keys[k] = join(keys[k], v) if k in keys else v
+        return V(taint=taint, kind="dict", keys=keys)
+    const = a.const if a.const is not NO_CONST and a.const == b.const else NO_CONST
+    return V(taint=taint, const=const, opaque=a.opaque or b.opaque)
+
+
+def join_all(values: list[V]) -> V:
+    if not values:
+        return V()
+    out = values[0]
+    for v in values[1:]:
+        out = join(out, v)
+    return out
+
+
+def merge_envs(a: dict[str, V], b: dict[str, V]) -> dict[str, V]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = join(out[k], v) if k in out else v
+    return out
+
+
+@dataclass
+class Instance:
+    """An object of a class defined in the candidate's files; attributes are tracked by name."""
+
+    cls: Any
+    attrs: dict[str, V] = field(default_factory=dict)
