@@ -180,7 +180,7 @@ def demo(
 
 
 # Commands that live with their own capability register here (module path, function name).
-_COMMAND_MODULES: list[str] = []
+_COMMAND_MODULES: list[str] = ["nodice.evolution.commands", "nodice.bench.commands", "nodice.audit"]
 
 
 def _register_commands() -> None:
