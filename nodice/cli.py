@@ -86,10 +86,18 @@ def check(
     seed: Annotated[int | None, typer.Option(help="random seed (default: fresh)")] = None,
     timeout: Annotated[float, typer.Option(help="wall-clock limit in seconds")] = 600.0,
     sandbox: Annotated[bool, typer.Option(help="run the candidate in a separate process")] = True,
+    bench: Annotated[
+        bool, typer.Option("--bench", help="benchmark a passing candidate: per-workload scores and geomean")
+    ] = False,
+    store: Annotated[
+        Path | None, typer.Option("--store", help="record the evaluation in this SQLite result store")
+    ] = None,
 ) -> None:
-    """Run the BI gate on one candidate kernel: static → correctness → dynamic."""
+    """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
     if static_only and dynamic_only:
         _fail("--static-only and --dynamic-only exclude each other")
+    if (bench or store is not None) and not (sandbox and not static_only):
+        _fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
     kwargs = dict(
         path=str(file),
         task=task,
@@ -101,22 +109,40 @@ def check(
         dynamic=not static_only,
         contracts=[str(c) for c in contract or []],
     )
+    evaluation = None
     if sandbox and not static_only:  # static analysis never runs the candidate's code
-        from nodice.evaluation.sandbox import check_isolated
+        from nodice.evaluation import Evaluator
 
-        result = check_isolated(timeout_s=timeout, **kwargs)
+        try:
+            ev = Evaluator(device=device, isolation="isolated", timeout_s=timeout, store=store)
+        except ValueError as exc:
+            _fail(f"device unavailable: {exc}")
+        with ev:
+            evaluation = ev.evaluate(
+                **{k: v for k, v in kwargs.items() if k not in ("device",)},  # type: ignore[arg-type]
+                bench=bench,
+            )
+        result = evaluation.check
     else:
         from nodice.gate.pipeline import check as run_check
 
         result = run_check(**kwargs)  # type: ignore[arg-type]
     if as_json:
-        print(json.dumps(result.to_dict(), indent=2))
+        payload = result.to_dict()
+        if evaluation is not None and bench:
+            payload["scores"] = [s.to_dict() for s in evaluation.scores]
+            payload["geomean"] = evaluation.geomean
+        print(json.dumps(payload, indent=2))
         if result.verdict == "error":
             err.print(result.error or "error", markup=False, highlight=False)
     elif result.verdict == "error":
         _fail(result.error or "error")
     else:
         render_result(result)
+        if evaluation is not None and evaluation.scores:
+            from nodice.evaluation.render import render_scores
+
+            render_scores(evaluation, out)
     raise typer.Exit(result.exit_code)
 
 

@@ -1,0 +1,156 @@
+"""The Evaluator: judge and score untrusted candidates, one sandboxed worker at a time.
+
+    with Evaluator(isolation="persistent", store="runs/evals.sqlite") as ev:
+        e = ev.evaluate("kernel.py", "rmsnorm")
+        print(e.verdict, e.geomean)
+
+A bad candidate never raises: it comes back as an :class:`Evaluation` with
+verdict ``error`` (crash, hang, out of memory, unloadable) or ``cheat``, and the
+evaluator carries on with a fresh worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from nodice.evaluation.limits import Limits
+from nodice.evaluation.record import Evaluation
+from nodice.evaluation.score import WorkloadScore
+from nodice.evaluation.workers import JobOutcome, make_worker
+from nodice.gate.result import CheckResult
+
+ISOLATIONS = ("isolated", "persistent")
+
+
+def _read(path: Path) -> tuple[str, str]:
+    """Source and sha256 of the candidate (empty when unreadable: the worker reports why)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "", ""
+    return data.decode("utf-8", "replace"), hashlib.sha256(data).hexdigest()
+
+
+class Evaluator:
+    """Runs the gate, the anti-cheat guards and the benchmark on candidates in a sandbox.
+
+    ``isolation="isolated"`` starts a fresh worker per candidate (safest);
+    ``"persistent"`` reuses one while it stays healthy (fast). ``store`` is a
+    SQLite path where every evaluation is recorded; ``None`` records nothing.
+    """
+
+    def __init__(
+        self,
+        device: str | None = None,
+        isolation: str = "isolated",
+        timeout_s: float = 300,
+        memory_mb: int | None = None,
+        store: str | Path | None = None,
+    ):
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
+        if device not in (None, "cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or None, not {device!r}")
+        self.device = device
+        self.isolation = isolation
+        self.limits = Limits(float(timeout_s), memory_mb)
+        self.worker = make_worker(isolation, device, self.limits)
+        self.store = None
+        if store is not None:
+            from nodice.evaluation.store import ResultStore
+
+            self.store = ResultStore(store)
+
+    def evaluate(
+        self,
+        path: str | Path,
+        task: str,
+        *,
+        bench: bool = True,
+        entry: str = "kernel",
+        seed: int | None = None,
+        run_id: str | None = None,
+        static: bool = True,
+        correctness: bool = True,
+        dynamic: bool = True,
+        contracts: list[str] | None = None,
+    ) -> Evaluation:
+        """Judge (and, when it passes and ``bench``, score) one candidate file for ``task``."""
+        t0 = time.perf_counter()
+        p = Path(path).expanduser().absolute()
+        source, sha = _read(p)
+        seed = secrets.randbits(31) if seed is None else seed
+        job: dict[str, Any] = {
+            "path": str(p),
+            "task": task,
+            "entry": entry,
+            "seed": seed,
+            "bench": bench,
+            "static": static,
+            "correctness": correctness,
+            "dynamic": dynamic,
+            "contracts": [str(c) for c in contracts or []],
+        }
+        outcome = self.worker.run(job)
+        check, scores, timings = self._unpack(outcome, str(path), task)
+        timings.update(outcome.timings)
+        evaluation = Evaluation(
+            check=check,
+            scores=scores,
+            ms=round((time.perf_counter() - t0) * 1e3, 3),
+            task=task,
+            candidate=str(path),
+            sha256=sha,
+            source=source,
+            seed=seed,
+            run_id=run_id,
+            device=check.device or self.worker.device,
+            isolation=self.isolation,
+            timings=timings,
+            environment=dict(self.worker.environment),
+            timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
+            log=outcome.log[-2000:] if outcome.payload is None else "",
+        )
+        if self.store is not None:
+            self.store.save(evaluation)
+        return evaluation
+
+    def _unpack(
+        self, outcome: JobOutcome, candidate: str, task: str
+    ) -> tuple[CheckResult, list[WorkloadScore], dict[str, float]]:
+        if outcome.payload is not None:
+            p = outcome.payload
+            check = CheckResult.from_dict(p["check"])
+            check.candidate = candidate
+            return (
+                check,
+                [WorkloadScore.from_dict(s) for s in p.get("scores", [])],
+                dict(p.get("timings", {})),
+            )
+        reason = f"kernel crashed: {outcome.failure}"
+        if outcome.failure.startswith(("timed out", "out of memory", "worker failed")):
+            reason = outcome.failure
+        last = [ln for ln in outcome.log.strip().splitlines() if ln.strip()][-1:]
+        if last and "Fatal Python error" not in last[0]:
+            reason += f" (last output: {last[0].strip()[:200]})"
+        check = CheckResult("error", task, candidate, self.worker.device, "", error=reason, reason=reason)
+        return check, [], {}
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.store is not None:
+            self.store.close()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

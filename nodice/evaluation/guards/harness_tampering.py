@@ -1,0 +1,222 @@
+"""Rule ``harness-tampering``: the candidate must leave timers, torch and the harness as it found them.
+
+Statically: assignments into torch, time, nodice and friends (``time.perf_counter
+= …``, ``setattr(torch.cuda, "Event", …)``), frame walking (``sys._getframe``,
+``f_back``, ``tb_frame``: the caller's locals hold the reference output), trace
+hooks and signals to other processes. At run time: a snapshot of what the
+harness relies on, taken before the candidate is imported and compared after
+the import and after every call.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import sys
+import threading
+import time
+from typing import Any
+
+RULE = "harness-tampering"
+DESCRIPTION = "patches timers, torch or the harness, or inspects the harness's frames"
+
+_PROTECTED_ROOTS = frozenset(
+    {"torch", "time", "nodice", "triton", "tl", "builtins", "sys", "numpy", "np", "threading", "gc", "F"}
+)
+_INTROSPECTION = frozenset(
+    {
+        "_getframe",
+        "currentframe",
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "tb_frame",
+        "settrace",
+        "setprofile",
+        "get_referrers",
+        "get_objects",
+        "stack",
+    }
+)
+_PROCESS_CONTROL = {
+    ("os", "kill"),
+    ("os", "killpg"),
+    ("os", "getppid"),
+    ("signal", "signal"),
+    ("signal", "pthread_kill"),
+    ("os", "setpgid"),
+}
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def static_check(tree: ast.AST) -> tuple[int, str] | None:
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in _PROTECTED_ROOTS:
+                return t.lineno, f"assigns to {ast.unparse(t)}"
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+            if name in ("setattr", "delattr") and node.args and _root(node.args[0]) in _PROTECTED_ROOTS:
+                return node.lineno, f"{name} on {ast.unparse(node.args[0])}"
+            if (
+                isinstance(fn, ast.Attribute)
+                and isinstance(fn.value, ast.Name)
+                and (fn.value.id, fn.attr) in _PROCESS_CONTROL
+            ):
+                return node.lineno, f"calls {fn.value.id}.{fn.attr}"
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in _INTROSPECTION
+            and (node.attr != "stack" or _root(node) == "inspect")
+        ):
+            return node.lineno, f"inspects the interpreter's frames or hooks (.{node.attr})"
+    return None
+
+
+# ---- run time ----------------------------------------------------------------
+
+# Modules whose public attributes the harness calls; only their identity is recorded.
+_WATCHED_MODULES = (
+    "time",
+    "builtins",
+    "torch",
+    "torch.nn.functional",
+    "torch.cuda",
+    "torch.testing",
+    "numpy",
+    "threading",
+    "triton",
+    "triton.language",
+)
+# The part checked after every call (about a millisecond): timers, synchronisation, the tensor class.
+_HOT_MODULES = ("time", "torch.cuda", "threading")
+# Classes whose methods the harness calls: any added, removed or replaced entry counts.
+_WATCHED_CLASSES = (
+    "torch.Tensor",
+    "torch.cuda.Event",
+    "torch.cuda.Stream",
+    "threading.Thread",
+    "triton.runtime.interpreter.InterpreterBuilder",
+)
+
+
+def _resolve(dotted: str) -> Any:
+    mod, _, attr = dotted.rpartition(".")
+    module = sys.modules.get(mod)
+    return getattr(module, attr, None) if module is not None else None
+
+
+def _fingerprint(value: Any, depth: int = 3) -> Any:
+    """Identity of callables and modules, contents of plain data (tolerances, workload shapes)."""
+    if isinstance(value, (int, float, str, bytes, bool, type(None))):
+        return value
+    if depth == 0:
+        return id(value)
+    if isinstance(value, dict):
+        return (id(value), tuple((repr(k), _fingerprint(v, depth - 1)) for k, v in value.items()))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return (id(value), tuple(_fingerprint(v, depth - 1) for v in items))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            id(value),
+            tuple(
+                (f.name, _fingerprint(getattr(value, f.name, None), depth - 1))
+                for f in dataclasses.fields(value)
+            ),
+        )
+    return id(value)
+
+
+def _nodice_modules() -> list[tuple[str, Any]]:
+    return [(n, m) for n, m in list(sys.modules.items()) if n.startswith("nodice") and m is not None]
+
+
+def _nodice_entries(hot: bool) -> dict[str, Any]:
+    """nodice's module globals (and, unless ``hot``, its classes' attributes and its plain data)."""
+    out: dict[str, Any] = {}
+    for name, module in _nodice_modules():
+        if not (name == "nodice" or name.startswith("nodice.")):
+            continue  # candidate modules are named nodice_candidate_*
+        if hot:
+            if name.startswith("nodice.gate."):
+                # Everything but containers and submodules, recorded as the full snapshot records it.
+                out.update(
+                    (f"{name}.{attr}", _fingerprint(v, 0))
+                    for attr, v in list(vars(module).items())
+                    if not isinstance(v, (type(sys), dict, list, tuple, set, frozenset))
+                )
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, type(sys)):
+                continue  # submodules appear lazily; they are checked in their own right
+            # Private dicts are caches that fill during a run: their identity, not their contents.
+            key = f"{name}.{attr}"
+            cache = attr.startswith("_") and isinstance(value, (dict, set))
+            out[key] = id(value) if cache else _fingerprint(value)
+            if isinstance(value, type) and value.__module__ == name:
+                for cattr, cvalue in list(vars(value).items()):
+                    if not cattr.startswith("__") or cattr in ("__call__", "__init__", "__eq__"):
+                        out[f"{key}.{cattr}"] = _fingerprint(cvalue, 1)
+    return out
+
+
+@dataclasses.dataclass
+class HarnessSnapshot:
+    """What the harness trusts, by identity (and by value for plain data)."""
+
+    entries: dict[str, Any]
+    hot: bool = False
+
+    @classmethod
+    def take(cls, hot: bool = False) -> HarnessSnapshot:
+        """Everything the harness trusts, or (``hot``) the part worth checking after every call."""
+        entries: dict[str, Any] = {}
+        for mod_name in _HOT_MODULES if hot else _WATCHED_MODULES:
+            module = sys.modules.get(mod_name)
+            if module is None:
+                continue
+            entries[f"sys.modules[{mod_name}]"] = id(module)
+            for attr, value in list(vars(module).items()):
+                if not isinstance(value, type(sys)):
+                    entries[f"{mod_name}.{attr}"] = id(value)
+        for cls_name in _WATCHED_CLASSES:
+            klass = _resolve(cls_name)
+            if klass is None:
+                continue
+            for attr, value in list(vars(klass).items()):
+                entries[f"{cls_name}.{attr}"] = id(value)
+        entries.update(_nodice_entries(hot))
+        entries["sys.gettrace"] = id(sys.gettrace())
+        entries["sys.getprofile"] = id(sys.getprofile())
+        entries["threading._trace_hook"] = id(getattr(threading, "_trace_hook", None))
+        entries["time.perf_counter"] = id(time.perf_counter)
+        entries["builtins.__import__"] = id(builtins.__import__)
+        return cls(entries, hot)
+
+    def changes(self, later: HarnessSnapshot) -> list[str]:
+        """Entries replaced or removed since this snapshot (new module attributes are lazy imports)."""
+        changed = []
+        for key, value in self.entries.items():
+            if key not in later.entries:
+                # A hot snapshot covers a subset: only what it holds is compared.
+                if not later.hot and not key.startswith("nodice."):
+                    changed.append(f"{key} removed")
+            elif later.entries[key] != value:
+                changed.append(f"{key} replaced")
+        for key in later.entries.keys() - self.entries.keys():
+            if any(key.startswith(c + ".") for c in _WATCHED_CLASSES):
+                changed.append(f"{key} added")
+        return changed

@@ -1,0 +1,128 @@
+"""One evaluation inside a worker: static guards → the gate with runtime guards → the benchmark.
+
+Returns a plain dict (it crosses a pipe): the gate's result, the score vector,
+where the time went, and whether this process is still fit to run another
+candidate.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nodice.errors import NodiceError
+from nodice.evaluation.guards import background_thread, harness_tampering, static_violation
+from nodice.evaluation.guards import unsynchronized_work as late_work
+from nodice.evaluation.guards.guardian import Guardian
+from nodice.gate.loader import read_source
+from nodice.gate.pipeline import check
+from nodice.gate.result import CheatDetected, CheckResult, StageResult
+from nodice.tasks import get_task
+
+# Rules whose violation may leave the process altered (patched modules, running threads or streams).
+_TAINTING_RULES = {harness_tampering.RULE, background_thread.RULE, late_work.RULE}
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1e3, 3)
+
+
+def _error(job: dict[str, Any], device: torch.device, line: str) -> CheckResult:
+    return CheckResult("error", job["task"], job["path"], device.type, "", error=line, reason=line)
+
+
+def _forget_candidate_modules(before: set[str], folder: Path) -> None:
+    """Drop the candidate and the sibling files it imported, so the next candidate starts clean."""
+    for name in set(sys.modules) - before:
+        if name == "nodice" or name.startswith("nodice."):
+            continue
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None) or ""
+        if name.startswith("nodice_candidate_") or (file and Path(file).resolve().is_relative_to(folder)):
+            sys.modules.pop(name, None)
+
+
+def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    from nodice.evaluation.bench import benchmark
+
+    timings: dict[str, float] = {}
+    seed = job.get("seed")
+    seed = secrets.randbits(31) if seed is None else int(seed)
+    path = Path(job["path"])
+    try:
+        task = get_task(job["task"])
+        source = read_source(path)
+    except NodiceError as exc:
+        return {"check": _error(job, device, exc.line()).to_dict(), "scores": [], "timings": timings}
+
+    t0 = time.perf_counter()
+    cheat = static_violation(source, str(path), task)
+    timings["static_guards"] = _ms(t0)
+    if cheat is not None:
+        result = _error(job, device, "")
+        result.verdict, result.error, result.cheat_rule, result.reason = (
+            "cheat",
+            None,
+            cheat.rule,
+            cheat.line(),
+        )
+        result.dtype = str(task.dtype_for(device)).removeprefix("torch.")
+        result.stages.append(StageResult("guards", "reject", timings["static_guards"], cheat.line()))
+        result.notes.append(f"seed={seed}")
+        return {"check": result.to_dict(), "scores": [], "timings": timings}
+
+    dtype = task.dtype_for(device)
+    modules_before = set(sys.modules)
+    guardian = Guardian(task, device, dtype, seed)
+    result = check(
+        path,
+        task.name,
+        device=device.type,
+        entry=job.get("entry", "kernel"),
+        static=bool(job.get("static", True)),
+        correctness=bool(job.get("correctness", True)),
+        dynamic=bool(job.get("dynamic", True)),
+        seed=seed,
+        guard=guardian,
+        contracts=list(job.get("contracts") or []),
+    )
+    for s in result.stages:
+        timings[s.name] = s.ms
+    if guardian.first_call_ms is not None:
+        timings["first_call"] = round(guardian.first_call_ms, 3)
+
+    scores: list[dict[str, Any]] = []
+    if result.verdict == "pass" and job.get("bench", True) and guardian.guarded is not None:
+        t0 = time.perf_counter()
+        try:
+            scores = [s.to_dict() for s in benchmark(task, guardian, device, dtype, seed)]
+            guardian.check_harness("after the benchmark")
+        except CheatDetected:
+            scores = []
+        except NodiceError as exc:
+            result.verdict, result.error, result.reason = "error", exc.line(), f"benchmark: {exc.line()}"
+        timings["bench"] = _ms(t0)
+        result.stages.append(StageResult("bench", "pass" if scores else "error", timings["bench"]))
+
+    if guardian.violation is not None and result.verdict != "cheat":
+        # Raised inside a kernel call, the violation reached the gate as a crash report.
+        v = guardian.violation
+        result.verdict, result.cheat_rule, result.reason, result.error = "cheat", v.rule, v.line(), None
+        scores = []
+        result.stages.append(StageResult("guards", "reject", 0.0, v.line()))
+    tainted = guardian.violation is not None and guardian.violation.rule in _TAINTING_RULES
+    # A crash mid-call may leave half-done work (device state, locks) behind.
+    crashed = result.verdict == "error" and "crashed" in (result.error or "")
+    _forget_candidate_modules(modules_before, path.resolve().parent)
+    return {
+        "check": result.to_dict(),
+        "scores": scores,
+        "timings": timings,
+        "tainted": tainted or crashed,
+        "taint_reason": (result.reason if tainted or crashed else ""),
+    }

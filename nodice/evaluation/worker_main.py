@@ -1,0 +1,123 @@
+"""The worker process: imports the heavy libraries once, then runs evaluation jobs sent over a pipe.
+
+Started by :mod:`nodice.evaluation.workers` as a fresh interpreter (never a
+fork of the caller) with a clean environment. After each job it checks
+itself — harness intact, no stray threads, CUDA context healthy — and exits
+when anything is off, so the parent starts a clean replacement.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+def _health(device: str, pristine: Any, threads_at_start: int) -> str | None:
+    """Why this process should not run another candidate, or ``None``."""
+    import torch
+
+    from nodice.evaluation.guards.harness_tampering import HarnessSnapshot
+
+    if device == "cuda":
+        try:
+            torch.cuda.synchronize()
+        except Exception as exc:  # a sticky CUDA error poisons every later call
+            return f"CUDA context unusable: {str(exc).splitlines()[0][:200]}"
+    changes = pristine.changes(HarnessSnapshot.take())
+    if changes:
+        return f"harness changed: {'; '.join(changes[:3])}"
+    if threading.active_count() > threads_at_start:
+        return f"{threading.active_count() - threads_at_start} stray thread(s) alive"
+    return None
+
+
+def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> None:
+    t0 = time.perf_counter()
+    import torch
+
+    from nodice.gate.runtime import prepare, resolve_device
+
+    device = resolve_device(device_name)
+    # Before triton is imported: it reads TRITON_INTERPRET once.
+    prepare(device)
+    import triton  # noqa: F401
+
+    from nodice.evaluation.environment import describe_environment
+    from nodice.evaluation.guards import library_call
+    from nodice.evaluation.guards.harness_tampering import HarnessSnapshot
+    from nodice.evaluation.job import run_job
+    from nodice.evaluation.limits import apply_in_worker
+    from nodice.tasks import all_tasks
+
+    memory_note = apply_in_worker(memory_mb, device.type)
+    if device.type == "cuda":
+        torch.cuda.init()
+    # Lazy imports torch makes on first use (meta tensors pull in its compiler stack, which
+    # rewraps torch.manual_seed) happen now, so the harness snapshot below already holds them.
+    torch.ones(1, device="meta").mul(2)
+    with library_call.watching(library_call.LibraryWatch(library_call.ForbiddenOps())):
+        torch.ones(1).mul(2)
+    for task in all_tasks():
+        library_call.install_reference_tripwire(task)
+    import_ms = (time.perf_counter() - t0) * 1e3
+    pristine = HarnessSnapshot.take()
+    threads_at_start = threading.active_count()
+    conn.send(
+        (
+            "ready",
+            {
+                "import_ms": round(import_ms, 1),
+                "device": device.type,
+                "memory_limit": memory_note,
+                "environment": describe_environment(device.type),
+            },
+        )
+    )
+    while True:
+        try:
+            kind, job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if kind == "stop":
+            return
+        try:
+            payload = run_job(job, device)
+        except BaseException as exc:  # a harness bug must still produce an answer
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            line = f"internal error: {type(exc).__name__}: {exc}"
+            traceback.print_exc()
+            payload = {"internal_error": line[:400], "tainted": True}
+        unhealthy = _health(device.type, pristine, threads_at_start)
+        if unhealthy and not payload.get("taint_reason"):
+            payload["taint_reason"] = unhealthy
+        payload["tainted"] = bool(payload.get("tainted") or unhealthy)
+        conn.send(("result", payload))
+        if payload["tainted"]:
+            return
+
+
+def main(argv: list[str]) -> int:
+    faulthandler.enable()
+    fd = int(argv[1])
+    device = argv[2] or None
+    memory_mb = int(argv[3]) if argv[3] else None
+    conn = Connection(fd)
+    try:
+        serve(conn, device, memory_mb)
+    finally:
+        conn.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Without waiting for threads a candidate may have left behind.
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
