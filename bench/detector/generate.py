@@ -1,0 +1,83 @@
+"""Write the detector benchmark's candidate pool from the family templates.
+
+    python bench/detector/generate.py
+
+Writes ``pool/<task>/<name>.py`` for every candidate (plus the sibling helper
+files some of them import) and ``pool/manifest.json`` describing each one:
+task, mechanism, the pattern by which the batch size flows (or the harmless
+use it is put to), the author's intended label, and the devices on which the
+mechanism can show at all. Labels come from the oracle (``nodice bench label``),
+never from this file. Files of tasks the catalog does not have yet are skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "families"))
+
+# One template module per task, in catalog order.
+FAMILIES = (
+    "rmsnorm",
+    "add_rmsnorm",
+    "gemm",
+    "attention_prefill",
+    "attention_decode",
+    "moe",
+    "sampling",
+    "gdn",
+)
+
+
+def main() -> int:
+    from nodice.tasks import available
+
+    present = set(available())
+    pool = HERE / "pool"
+    manifest: dict[str, dict[str, object]] = {}
+    for family in FAMILIES:
+        if family not in present or not (HERE / "families" / f"{family}.py").exists():
+            continue
+        folder = pool / family
+        folder.mkdir(parents=True, exist_ok=True)
+        written = set()
+        for c in importlib.import_module(family).candidates():
+            assert c.task == family, c.name
+            key = f"{c.task}/{c.name}"
+            if key in manifest:
+                raise SystemExit(f"duplicate candidate {key}")
+            compile(c.source, key, "exec")  # a template bug fails here, not in the oracle
+            (folder / f"{c.name}.py").write_text(c.source)
+            written.add(f"{c.name}.py")
+            for name, text in c.helpers.items():
+                (folder / name).write_text(text)
+                written.add(name)
+            manifest[key] = {
+                "task": c.task,
+                "mechanism": c.mechanism,
+                "pattern": c.pattern,
+                "intended": c.intended,
+                "description": c.description,
+                "observable_on": list(c.observable_on),
+            }
+        for stale in folder.glob("*.py"):
+            if stale.name not in written:
+                stale.unlink()
+    (pool / "manifest.json").write_text(json.dumps({"candidates": manifest}, indent=1) + "\n")
+    # Formatted like code people write; the formatter changes layout, never behaviour.
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if Path(ruff).exists():
+        subprocess.run([ruff, "format", "--quiet", str(pool)], check=True)
+    violating = sum(1 for m in manifest.values() if m["intended"] == "violating")
+    print(f"{len(manifest)} candidates ({violating} intended violating) in {pool}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

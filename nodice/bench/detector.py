@@ -1,0 +1,333 @@
+"""The detector benchmark: how well each BI module, and the whole gate, separates the labeled pool.
+
+Every candidate with an oracle label on the device runs through three
+configurations of the real gate (``nodice.gate.pipeline.check``): static
+analysis alone, dynamic validation alone, and the full gate (static →
+correctness → dynamic). A violating candidate counts as detected when the
+verdict is ``bi_violation``; an invariant one is falsely rejected when the
+verdict is anything but ``pass``.
+
+Time per candidate is the sum of the gate's stage times without the ``load``
+stage (importing the candidate's module), from runs that follow a warm-up run
+of the full gate in the same worker process, so that Triton's compilation and
+first-call costs are excluded. The static-only time is the median of a few
+repeats, since it is short.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from nodice.bench.pool import Pool, PoolEntry
+from nodice.bench.workers import JobOutcome, run_jobs
+
+
+@dataclass(frozen=True)
+class GateMode:
+    """Which stages of ``nodice.gate.pipeline.check`` run."""
+
+    static: bool
+    correctness: bool
+    dynamic: bool
+
+
+# The ablation: each BI module alone, then the whole gate.
+MODES: dict[str, GateMode] = {
+    "static": GateMode(static=True, correctness=False, dynamic=False),
+    "dynamic": GateMode(static=False, correctness=False, dynamic=True),
+    "full": GateMode(static=True, correctness=True, dynamic=True),
+}
+MODE_TITLES = {"static": "static only", "dynamic": "dynamic only", "full": "full gate"}
+STATIC_REPEATS = 5
+
+
+@dataclass
+class ModeRun:
+    verdict: str
+    ms: float
+    reason: str = ""
+    stages: dict[str, str] = field(default_factory=dict)  # stage name → its verdict
+
+
+@dataclass
+class CandidateRun:
+    key: str
+    task: str
+    mechanism: str
+    pattern: str
+    label: str
+    modes: dict[str, ModeRun]
+
+
+@dataclass
+class ModeScore:
+    violating: int
+    detected: int
+    invariant: int
+    false_rejections: int
+    errors: int
+    detection_rate: float | None
+    false_rejection_rate: float | None
+    median_ms: float | None
+    median_ms_invariant: float | None  # a pass runs every stage to the end
+    p90_ms: float | None
+    missed: list[str]
+    falsely_rejected: list[str]
+
+
+@dataclass
+class DetectorReport:
+    device: str
+    date: str
+    machine: str
+    versions: dict[str, str]
+    command: str
+    seed: int
+    timing: str
+    candidates_labeled: int
+    excluded: dict[str, str]  # key → why the oracle could not label it on this device
+    scores: dict[str, ModeScore]
+    by_task: dict[str, dict[str, dict[str, int]]]  # task → mode → counts
+    by_mechanism: dict[str, dict[str, dict[str, int]]]
+    runs: list[CandidateRun]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def gate_ms(stages: list[Any]) -> float:
+    """Stage times of one gate run without the candidate's import."""
+    return round(sum(s.ms for s in stages if s.name != "load"), 3)
+
+
+def judge_job(path: str, task: str, device: str, seed: int, warmup: bool) -> dict[str, Any]:
+    """Worker entry point: one candidate through every mode of the gate, after a warm-up run."""
+    from nodice.gate.pipeline import check
+
+    def run(m: GateMode) -> Any:
+        return check(
+            path,
+            task,
+            device=device,
+            seed=seed,
+            static=m.static,
+            correctness=m.correctness,
+            dynamic=m.dynamic,
+        )
+
+    if warmup:
+        run(MODES["full"])
+    out: dict[str, Any] = {}
+    for mode, gate in MODES.items():
+        repeats = STATIC_REPEATS if mode == "static" else 1
+        results = [run(gate) for _ in range(repeats)]
+        r = results[-1]
+        out[mode] = asdict(
+            ModeRun(
+                verdict=r.verdict,
+                ms=round(statistics.median(gate_ms(x.stages) for x in results), 3),
+                reason=r.reason[:300],
+                stages={s.name: s.verdict for s in r.stages},
+            )
+        )
+    return out
+
+
+def _rate(k: int, n: int) -> float | None:
+    return round(k / n, 4) if n else None
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+def score(runs: list[CandidateRun], mode: str) -> ModeScore:
+    bad = [r for r in runs if r.label == "violating"]
+    good = [r for r in runs if r.label == "invariant"]
+    missed = [r.key for r in bad if r.modes[mode].verdict != "bi_violation"]
+    rejected = [r.key for r in good if r.modes[mode].verdict != "pass"]
+    times = [r.modes[mode].ms for r in runs if r.modes[mode].verdict != "error"]
+    good_times = [r.modes[mode].ms for r in good if r.modes[mode].verdict == "pass"]
+    p90 = round(statistics.quantiles(times, n=10)[-1], 3) if len(times) >= 2 else _median(times)
+    return ModeScore(
+        violating=len(bad),
+        detected=len(bad) - len(missed),
+        invariant=len(good),
+        false_rejections=len(rejected),
+        errors=sum(r.modes[mode].verdict == "error" for r in runs),
+        detection_rate=_rate(len(bad) - len(missed), len(bad)),
+        false_rejection_rate=_rate(len(rejected), len(good)),
+        median_ms=_median(times),
+        median_ms_invariant=_median(good_times),
+        p90_ms=p90,
+        missed=missed,
+        falsely_rejected=rejected,
+    )
+
+
+def _breakdown(runs: list[CandidateRun], attr: str) -> dict[str, dict[str, dict[str, int]]]:
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for r in runs:
+        group = out.setdefault(
+            getattr(r, attr),
+            {m: {"violating": 0, "detected": 0, "invariant": 0, "false_rejections": 0} for m in MODES},
+        )
+        for mode in MODES:
+            g, v = group[mode], r.modes[mode].verdict
+            if r.label == "violating":
+                g["violating"] += 1
+                g["detected"] += v == "bi_violation"
+            else:
+                g["invariant"] += 1
+                g["false_rejections"] += v != "pass"
+    return out
+
+
+def spread(entries: list[PoolEntry], device: str, limit: int | None) -> list[PoolEntry]:
+    """Labeled entries, round-robin over (task, label) so that a limited run still covers the pool."""
+    groups: dict[tuple[str, str], list[PoolEntry]] = {}
+    for e in entries:
+        label = e.label(device)
+        if label in ("violating", "invariant"):
+            groups.setdefault((e.spec.task, label), []).append(e)
+    order: list[PoolEntry] = []
+    queues = [list(g) for _, g in sorted(groups.items())]
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order[:limit] if limit is not None else order
+
+
+def environment(device: str) -> tuple[str, dict[str, str]]:
+    """A description of the machine and the versions that produced a table."""
+    import numpy
+    import torch
+    import triton
+
+    import nodice
+
+    machine = f"{platform.machine()} CPU ({_cpu_name()}), {_cores()} cores"
+    if device == "cuda" and torch.cuda.is_available():
+        machine = f"{torch.cuda.get_device_name(0)}; host {machine}"
+    versions = {
+        "nodice": getattr(nodice, "__version__", "?"),
+        "commit": _git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": numpy.__version__,
+    }
+    return machine, versions
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def run_detector(
+    pool: Pool,
+    device: str,
+    *,
+    limit: int | None = None,
+    tasks: list[str] | None = None,
+    jobs: int = 1,
+    seed: int = 0,
+    warmup: bool = True,
+    timeout_s: float = 1800.0,
+    on_done: Any = None,
+) -> DetectorReport:
+    entries = [e for e in pool.entries if not tasks or e.spec.task in tasks]
+    chosen = spread(entries, device, limit)
+    excluded = {
+        e.spec.key: (e.labels[device].reason if device in e.labels else f"no {device} label")
+        for e in entries
+        if e.label(device) not in ("violating", "invariant")
+    }
+    by_key = {e.spec.key: e for e in chosen}
+    job_list = [
+        (
+            e.spec.key,
+            {
+                "path": str(pool.path_of(e)),
+                "task": e.spec.task,
+                "device": device,
+                "seed": seed,
+                "warmup": warmup,
+            },
+        )
+        for e in chosen
+    ]
+
+    def to_run(o: JobOutcome) -> CandidateRun:
+        e = by_key[o.key]
+        if o.result is None:
+            modes = {m: ModeRun("error", 0.0, f"benchmark worker: {o.error}") for m in MODES}
+        else:
+            modes = {m: ModeRun(**o.result[m]) for m in MODES}
+        return CandidateRun(
+            e.spec.key, e.spec.task, e.spec.mechanism, e.spec.pattern, str(e.label(device)), modes
+        )
+
+    def done(o: JobOutcome) -> None:
+        if on_done is not None:
+            on_done(to_run(o))
+
+    outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done)
+    runs = [to_run(o) for o in outcomes]
+    machine, versions = environment(device)
+    return DetectorReport(
+        device=device,
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        machine=machine,
+        versions=versions,
+        command="nodice " + " ".join(sys.argv[1:]) if sys.argv and "nodice" in sys.argv[0] else "",
+        seed=seed,
+        timing=(
+            "median over candidates of the gate's stage times without the load stage, "
+            + (
+                "after a warm-up run of the full gate in the same process"
+                if warmup
+                else "without a warm-up run"
+            )
+        ),
+        candidates_labeled=len(runs),
+        excluded=excluded,
+        scores={m: score(runs, m) for m in MODES},
+        by_task=_breakdown(runs, "task"),
+        by_mechanism=_breakdown(runs, "mechanism"),
+        runs=runs,
+    )

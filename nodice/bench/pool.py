@@ -1,0 +1,146 @@
+"""The labeled candidate pool of the detector benchmark: what each candidate is and what the oracle said.
+
+A pool folder holds ``pool/<task>/<name>.py`` (files starting with ``_`` are
+helpers the candidates import, not candidates), ``pool/manifest.json`` (the
+generator's description of every candidate) and ``labels.json`` (the manifest
+plus the oracle's label per device). The benchmark reads ``labels.json`` only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from nodice.errors import NodiceError
+
+Label = Literal["violating", "invariant", "excluded"]
+LABELS_FILE = "labels.json"
+MANIFEST_FILE = "manifest.json"
+FORMAT = 1
+
+
+class PoolError(NodiceError):
+    """The pool folder is missing, or its manifest or labels cannot be read."""
+
+    kind = "bad detector pool"
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """What the generator says a candidate is (its label comes from the oracle, not from here)."""
+
+    key: str  # "<task>/<name>", the file's path under pool/ without ".py"
+    task: str
+    mechanism: str  # the BI mechanism it exercises, or "none" for a harmless pattern
+    pattern: str  # how the batch size flows (or, for harmless ones, which harmless use it is)
+    intended: Literal["violating", "invariant"]  # the author's expectation, checked against the oracle
+    description: str
+    # Devices on which the mechanism can show at all: float atomics and warp counts do nothing
+    # under Triton's interpreter, which runs programs one after another.
+    observable_on: tuple[str, ...] = ("cpu", "cuda")
+
+    @property
+    def name(self) -> str:
+        return self.key.split("/", 1)[1]
+
+
+@dataclass
+class OracleLabel:
+    """The oracle's verdict for one candidate on one device, with its evidence."""
+
+    label: Label
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PoolEntry:
+    spec: CandidateSpec
+    family: str
+    labels: dict[str, OracleLabel] = field(default_factory=dict)
+
+    def label(self, device: str) -> Label | None:
+        got = self.labels.get(device)
+        return got.label if got else None
+
+
+@dataclass
+class Pool:
+    root: Path
+    entries: list[PoolEntry]
+    oracle: dict[str, Any] = field(default_factory=dict)  # per device: configuration, date, versions
+
+    def path_of(self, entry: PoolEntry) -> Path:
+        return self.root / "pool" / f"{entry.spec.key}.py"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "oracle": self.oracle,
+            "candidates": {
+                e.spec.key: {
+                    **{k: v for k, v in asdict(e.spec).items() if k != "key"},
+                    "family": e.family,
+                    "labels": {dev: asdict(lab) for dev, lab in sorted(e.labels.items())},
+                }
+                for e in self.entries
+            },
+        }
+
+    def save(self, path: Path | None = None) -> Path:
+        target = path or self.root / LABELS_FILE
+        target.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n")
+        return target
+
+
+def _spec(key: str, d: dict[str, Any]) -> CandidateSpec:
+    return CandidateSpec(
+        key=key,
+        task=d["task"],
+        mechanism=d["mechanism"],
+        pattern=d["pattern"],
+        intended=d["intended"],
+        description=d.get("description", ""),
+        observable_on=tuple(d.get("observable_on", ("cpu", "cuda"))),
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PoolError(f"no {path.name} in {path.parent}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PoolError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or "candidates" not in data:
+        raise PoolError(f"{path} has no 'candidates'")
+    return data
+
+
+def load_manifest(root: Path) -> list[CandidateSpec]:
+    data = _read_json(root / "pool" / MANIFEST_FILE)
+    return [_spec(k, v) for k, v in data["candidates"].items()]
+
+
+def load_pool(root: Path, labels: Path | None = None) -> Pool:
+    """The pool under ``root`` with the labels of ``labels`` (default ``root/labels.json``)."""
+    if not root.is_dir():
+        raise PoolError(f"no pool folder at {root}")
+    data = _read_json(labels or root / LABELS_FILE)
+    entries = []
+    for key, d in data["candidates"].items():
+        labs = {dev: OracleLabel(**lab) for dev, lab in d.get("labels", {}).items()}
+        entries.append(PoolEntry(_spec(key, d), d.get("family", ""), labs))
+    pool = Pool(root, entries, dict(data.get("oracle", {})))
+    missing = [e.spec.key for e in entries if not pool.path_of(e).is_file()]
+    if missing:
+        raise PoolError(f"{len(missing)} labeled candidate(s) have no file, e.g. {missing[0]}")
+    return pool
+
+
+def default_root() -> Path:
+    """The repository's pool (``bench/detector``), or the one under the working directory."""
+    here = Path(__file__).resolve().parents[2] / "bench" / "detector"
+    return here if here.is_dir() else Path("bench/detector")
