@@ -105,7 +105,8 @@ class Engine:
         new = journal.attempts(since=self._last_seen)
         for a in new:
             self._last_seen = a.id
-            self.progress.attempt(a)
+            self.progress.attempt(a, a.id)
+        self._sync_progress()
         if new:
             iv = self.supervisor.check(journal.attempts(), journal.interventions())
             if iv is not None:
@@ -140,19 +141,22 @@ class Engine:
         )
 
     # ---- the run ---------------------------------------------------------------------------
+    def _sync_progress(self) -> None:
+        versions = self.session.versions()
+        self.progress.sync(
+            self.session.evaluations_done(),
+            len(versions),
+            versions[0].geomean if versions else 0.0,
+            versions[-1].geomean if versions else 0.0,
+            versions[-1].version if versions else None,
+            self.session.journal.rejections_by_reason(),
+        )
+
     def _replay(self) -> None:
         """Bring the live view and the agent's direction up to date with the journal."""
-        for a in self.session.journal.attempts():
-            self._last_seen = a.id
-            self.progress.state.evaluations += 1
-            if a.rejection:
-                rej = self.progress.state.rejections
-                rej[a.rejection] = rej.get(a.rejection, 0) + 1
-        versions = self.session.versions()
-        if versions:
-            s = self.progress.state
-            s.commits, s.first_geomean = len(versions), versions[0].geomean
-            s.best_geomean, s.best_version = versions[-1].geomean, versions[-1].version
+        attempts = self.session.journal.attempts()
+        self._last_seen = attempts[-1].id if attempts else 0
+        self._sync_progress()
         interventions = self.session.journal.interventions()
         if interventions:
             last = interventions[-1]

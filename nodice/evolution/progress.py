@@ -49,7 +49,7 @@ class ProgressState:
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=8))
 
     def gain(self) -> str:
-        if self.first_geomean > 0 and self.best_geomean > 0:
+        if self.first_geomean > 0 and self.best_geomean > 0 and self.best_version:
             return f"{(self.best_geomean / self.first_geomean - 1) * 100:+.1f}% over v0"
         return ""
 
@@ -83,15 +83,26 @@ class Progress:
             self._live.update(self.render())
 
     # ---- events -----------------------------------------------------------------
-    def attempt(self, a: Attempt) -> None:
+    def sync(
+        self,
+        evaluations: int,
+        commits: int,
+        first: float,
+        best: float,
+        best_version: int | None,
+        rejections: dict[str, int],
+    ) -> None:
+        """Counters from the journal and the lineage (attempts change outcome when committed later)."""
         s = self.state
-        s.evaluations += 1
-        if a.rejection:
-            s.rejections[a.rejection] = s.rejections.get(a.rejection, 0) + 1
-        if a.outcome == "committed":
-            s.commits += 1
-            if s.first_geomean <= 0:
-                s.first_geomean = a.geomean
+        s.evaluations, s.commits, s.first_geomean = evaluations, commits, first
+        s.best_geomean, s.best_version, s.rejections = best, best_version, dict(rejections)
+        self._refresh()
+
+    def attempt(self, a: Attempt, evaluations: int) -> None:
+        s = self.state
+        s.evaluations = evaluations
+        if a.outcome == "committed" and a.geomean >= s.best_geomean:
+            s.first_geomean = s.first_geomean or a.geomean
             s.best_geomean, s.best_version = a.geomean, a.version
         score = f"geomean {a.geomean:.4g}" if a.geomean > 0 else ""
         version = f" -> v{a.version}" if a.version is not None else ""

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from nodice.report.data import RunData
 
@@ -73,6 +74,7 @@ def trajectory(data: RunData, path: Path) -> Path:
             linewidth=1.2,
             label=f"baseline: {name} ({value:.3g})",
         )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("evaluation")
     ax.set_ylabel("geomean speedup over the reference")
     ax.set_yscale("log")

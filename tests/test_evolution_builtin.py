@@ -1,0 +1,63 @@
+"""The built-in operator end to end on rmsnorm (CPU): the score improves, commits are real, BI tricks are refused."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from nodice.evolution.journal import Journal
+from nodice.evolution.lineage import Lineage
+from tests.evolution_helpers import BUILTIN_BUDGET, builtin_run
+
+
+def _git(root, *args: str) -> str:  # type: ignore[no-untyped-def]
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def test_score_improves_over_the_seed() -> None:
+    root, summary, printed = builtin_run()
+    assert summary.evaluations == BUILTIN_BUDGET
+    assert summary.first_geomean > 0, printed
+    assert summary.commits >= 2 and summary.best_geomean > summary.first_geomean, printed
+    assert "evaluation budget spent" in summary.stop_reason
+
+
+def test_every_version_is_a_git_commit_with_its_scores() -> None:
+    root, summary, _ = builtin_run()
+    versions = Lineage(root).versions()
+    assert [v.version for v in versions] == list(range(len(versions)))
+    journal = Journal(root / "results.sqlite")
+    committed = {a.id: a for a in journal.attempts() if a.outcome == "committed"}
+    assert {v.attempt for v in versions} == set(committed)
+    for v in versions:
+        assert _git(root, "cat-file", "-t", v.sha).strip() == "commit"
+        message = _git(root, "log", "-1", "--format=%B", v.sha)
+        assert f"Nodice-Version: {v.version}" in message and "Nodice-Verdict: pass" in message
+        note = json.loads(_git(root, "notes", "--ref", "nodice", "show", v.sha))
+        assert note["geomean"] == committed[v.attempt].geomean > 0
+        assert {s["workload"] for s in note["scores"]} == {"cpu-small", "cpu-wide"}
+        # The committed tree holds exactly the source that was judged.
+        assert _git(root, "show", f"{v.sha}:workspace/kernel.py") == committed[v.attempt].files["kernel.py"]
+    geomeans = [v.geomean for v in versions]
+    assert geomeans == sorted(geomeans)  # the commit rule: never below the best so far
+
+
+def test_batch_dependent_rewrite_is_refused_and_not_retried() -> None:
+    root, _, _ = builtin_run()
+    attempts = Journal(root / "results.sqlite").attempts()
+    eager = [a for a in attempts if a.label == "rewrite:small_batch_eager_path"]
+    assert len(eager) == 1, [a.label for a in attempts]
+    assert eager[0].outcome == "bi_violation" and eager[0].version is None
+    assert "batch" in eager[0].feedback and "repair" in eager[0].feedback
+    assert all(eager[0].files_sha != a.files_sha for a in attempts if a.outcome == "committed")
+    # No source was evaluated twice.
+    assert len({a.files_sha for a in attempts}) == len(attempts)
+
+
+def test_state_file_and_progress_tell_the_story() -> None:
+    root, summary, printed = builtin_run()
+    state = json.loads((root / "state.json").read_text())
+    assert state["status"] == "finished" and state["evaluations"] == BUILTIN_BUDGET
+    assert state["best"]["geomean"] == summary.best_geomean
+    assert state["rejections"].get("bi_violation", 0) >= 1
+    assert "small_batch_eager_path: bi_violation" in printed and "best " in printed

@@ -1,0 +1,51 @@
+"""A hostile agent cannot break the run: broken kernels and BI violations are refused, paths stay inside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodice.evolution.knowledge import KnowledgeBase
+from nodice.evolution.lineage import Lineage
+from nodice.evolution.session import RunSession
+from nodice.evolution.start import EvolveOptions, prepare_run
+from nodice.evolution.tools import AgentTools
+from tests.conftest import EXAMPLES
+
+SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
+BROKEN = "import torch\n\ndef kernel(x, weight, eps):\n    return torch.empty_like(x)[\n"
+BI_VIOLATING = (EXAMPLES / "rmsnorm" / "torch_path_small_batch.py").read_text()
+
+
+def test_hostile_edits_are_refused(tmp_path: Path) -> None:
+    run, config, _ = prepare_run(EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu", budget=10))
+    session = RunSession(run, config)
+    tools = AgentTools(session, KnowledgeBase(), "hostile")
+    try:
+        # Paths outside the workspace are refused before anything is written.
+        for path in ("../run.json", "/tmp/evil.py", "../.git/config"):
+            assert tools.call("write_file", {"path": path, "content": "x"}).startswith("error:")
+        assert "outside the workspace" in tools.call("read_file", {"path": "../run.json"})
+        assert tools.call("no_such_tool", {}).startswith("error: no tool")
+        assert tools.call("edit_file", "{not json").startswith("error:")
+
+        # A kernel that does not even parse: evaluated once, refused, diagnostics returned.
+        tools.call("write_file", {"path": "kernel.py", "content": BROKEN})
+        answer = tools.call("commit", {"message": "faster"})
+        assert answer.startswith("not committed") and "error" in answer and "syntax error" in answer
+
+        # A batch-dependent code path: the gate rejects it, the commit is refused.
+        tools.call("write_file", {"path": "kernel.py", "content": BI_VIOLATING})
+        answer = tools.call("commit", {"message": "eager path for decode batches"})
+        assert answer.startswith("not committed") and "bi_violation" in answer
+        done = session.evaluations_done()
+        # Insisting costs nothing and changes nothing: a rejection stays a rejection.
+        again = tools.call("commit", {"message": "please"})
+        assert again.startswith("not committed") and session.evaluations_done() == done == 2
+
+        assert session.versions() == []
+        head_kernel = Lineage(run.root).show("HEAD", "workspace/kernel.py")
+        assert head_kernel == SEED
+        assert [a.outcome for a in session.journal.attempts()] == ["error", "bi_violation"]
+    finally:
+        session.close()
+    assert not (tmp_path / "evil.py").exists() and (run.root / "run.json").read_text().startswith("{")
