@@ -1,0 +1,218 @@
+"""Gated delta net (linear attention): one sequence is one sample.
+
+``kernel(q[B,T,Hh,Dk], k[B,T,Hh,Dk], v[B,T,Hh,Dv], g[B,T,Hh] fp32, beta[B,T,Hh] fp32,
+scale) -> o[B,T,Hh,Dv]``. Per head, a state ``S[Dk,Dv]`` starts at zero and
+each token does ``S ← exp(g)·S``; ``u ← beta·(v − kᵀS)``; ``S ← S + k⊗u``;
+``o = scale·qᵀS``.
+
+Inputs follow Qwen3-Next's gated DeltaNet layer: q and k are L2-normalised
+per head, ``g = −exp(A_log)·softplus(a + dt_bias)`` is a negative log-decay
+(per-head ``A_log`` and ``dt_bias`` are the layer's weights, shared by the
+batch), ``beta = sigmoid(b)`` lies in (0, 1).
+
+``T`` is shared by the whole batch (the tensors are dense), so a sequence
+length is a property of the *problem*: BI contexts that need another length
+ask for a problem variant (``params["variant"] = {"T": …}``), lengths on both
+sides of the chunk sizes that chunked kernels use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nodice.tasks.base import (
+    BIContext,
+    Problem,
+    Sample,
+    Task,
+    Tolerance,
+    Workload,
+    element_size,
+    randn,
+)
+
+# Qwen3-Next-80B-A3B's linear-attention layers: 16 query/key heads, 32 value heads, head dim 128.
+# The signature has one head count: Hh=32 is the value-head layout (q/k repeated per value head),
+# Hh=16 the query/key-head one.
+_QWEN3_NEXT = "Qwen3-Next-80B-A3B"
+_WORKLOADS = [
+    ("prefill-8k", {"B": 1, "T": 8192, "Hh": 32}),
+    ("prefill-4x4k", {"B": 4, "T": 4096, "Hh": 32}),
+    ("batch-16x1k", {"B": 16, "T": 1024, "Hh": 32}),
+    ("batch-64x256", {"B": 64, "T": 256, "Hh": 32}),
+    ("qk-heads-prefill-8k", {"B": 1, "T": 8192, "Hh": 16}),
+]
+_HEAD_DIM = 128
+
+# Validation problems. CPU: two heads of 16 (the interpreter pays per operation and per
+# step of the recurrence); GPU: the real head layout at moderate lengths.
+_CPU_DIMS = {"Hh": 2, "Dk": 16, "Dv": 16}
+_GPU_DIMS = {"Hh": 32, "Dk": _HEAD_DIM, "Dv": _HEAD_DIM}
+# Lengths drawn for correctness problems: on and off multiples of 8, 16 and 64.
+_CPU_LENGTHS = [12, 16, 20, 33]
+_GPU_LENGTHS = [64, 200, 300, 1000]
+# BI contexts as (variant length, [(batch, target position)]). The first group's lengths
+# sit between chunk multiples; later groups sit on and just past them.
+_CPU_CONTEXTS = [
+    (20, [(2, -1), (3, 1), (5, 0), (8, 4), (12, -1)]),
+    (16, [(3, 2), (6, 0)]),
+    (33, [(2, 1), (4, -1)]),
+]
+_GPU_CONTEXTS = [
+    (300, [(2, -1), (3, 1), (4, 0), (5, 2), (8, 7), (17, 8), (33, 0)]),
+    (64, [(2, 1), (3, 0), (8, -1), (64, 32)]),
+    (65, [(2, 0), (5, 4)]),
+    (1000, [(2, 1), (6, -1)]),
+]
+
+# fp32 state in every case; bf16 inputs and output, and recurrences hundreds of steps long,
+# leave a correct kernel ~1 % from the fp32 reference.
+_GDN_TOLERANCES = {
+    torch.float32: Tolerance(atol=2e-4, rtol=2e-4),
+    torch.float16: Tolerance(atol=4e-3, rtol=4e-3),
+    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
+}
+
+
+def gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """The recurrence token by token in fp32, all sequences and heads at once: o[B,T,Hh,Dv] fp32."""
+    qf, kf, vf = q.float(), k.float(), v.float()
+    b, t, h, dk = qf.shape
+    state = torch.zeros((b, h, dk, vf.shape[-1]), dtype=torch.float32, device=q.device)
+    out = torch.empty_like(vf)
+    for i in range(t):
+        state = state * torch.exp(g[:, i].float())[..., None, None]
+        k_i = kf[:, i]
+        predicted = torch.einsum("bhk,bhkv->bhv", k_i, state)
+        u = beta[:, i].float()[..., None] * (vf[:, i] - predicted)
+        state = state + k_i[..., :, None] * u[..., None, :]
+        out[:, i] = scale * torch.einsum("bhk,bhkv->bhv", qf[:, i], state)
+    return out
+
+
+def gate_weights(heads: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head ``A_log`` and ``dt_bias`` initialised as in Mamba-2 / Qwen3-Next:
+    A in [1, 16], softplus(dt_bias) = dt log-uniform in [1e-3, 1e-1]."""
+    a_log = torch.log(1.0 + 15.0 * torch.rand(heads, generator=gen))
+    dt = torch.exp(math.log(1e-3) + (math.log(1e-1) - math.log(1e-3)) * torch.rand(heads, generator=gen))
+    dt_bias = dt + torch.log(-torch.expm1(-dt))
+    return a_log, dt_bias
+
+
+class GatedDeltaNet(Task):
+    name = "gdn"
+    family = "linear attention"
+    signature = (
+        "kernel(q[B,T,Hh,Dk], k[B,T,Hh,Dk], v[B,T,Hh,Dv], g[B,T,Hh] fp32, beta[B,T,Hh] fp32, "
+        "scale: float) -> o[B,T,Hh,Dv] bf16; S[Dk,Dv]=0, per token S ← exp(g)·S; "
+        "u ← beta·(v − kᵀS); S ← S + k⊗u; o = scale·qᵀS"
+    )
+    sample_unit = "one sequence"
+    output_names = ("o",)
+    arity = 6
+
+    def problem(
+        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
+    ) -> Problem:
+        """Head layout, the layer's gate weights and the batch's length ``T`` (``variant`` may pin it)."""
+        cpu = device.type == "cpu"
+        dims: dict[str, Any] = dict(_CPU_DIMS if cpu else _GPU_DIMS)
+        lengths = _CPU_LENGTHS if cpu else _GPU_LENGTHS
+        dims["T"] = int(variant.get("T") or lengths[int(torch.randint(len(lengths), (1,), generator=gen))])
+        a_log, dt_bias = gate_weights(dims["Hh"], gen)
+        shared = {"scale": dims["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
+        return Problem(device, dtype, dims, shared)
+
+    def sample(self, problem: Problem, gen: torch.Generator, **hints: Any) -> Sample:
+        d, dev, dtype = problem.dims, problem.device, problem.dtype
+        t, h, dk, dv = d["T"], d["Hh"], d["Dk"], d["Dv"]
+        cpu = torch.device("cpu")
+        q = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
+        k = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
+        v = randn((t, h, dv), gen, dev, dtype)
+        gate_in = torch.randn((t, h), generator=gen)
+        g = -torch.exp(problem.shared["a_log"]) * F.softplus(gate_in + problem.shared["dt_bias"])
+        beta = torch.sigmoid(1.5 * torch.randn((t, h), generator=gen))
+        tensors = {
+            "q": q.to(device=dev, dtype=dtype),
+            "k": k.to(device=dev, dtype=dtype),
+            "v": v,
+            "g": g.to(dev),
+            "beta": beta.to(dev),
+        }
+        return Sample(tensors)
+
+    def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
+        stacked = [
+            torch.stack([s.tensors[n] for s in samples]).contiguous() for n in ("q", "k", "v", "g", "beta")
+        ]
+        return (*stacked, problem.shared["scale"])
+
+    def reference(self, *args: Any) -> torch.Tensor:
+        q, k, v, g, beta, scale = args
+        return gated_delta_rule(q, k, v, g, beta, scale).to(v.dtype)
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return _GDN_TOLERANCES[dtype]
+
+    def correctness_batches(self, device: torch.device) -> list[int]:
+        return [1, 3, 8] if device.type == "cpu" else [1, 5, 16]
+
+    def contexts(self, device: torch.device) -> list[BIContext]:
+        table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
+        return [
+            BIContext(f"T={t},B={b},pos {pos}", b, pos, {"variant": {"T": t}})
+            for t, batches in table
+            for b, pos in batches
+        ]
+
+    def witnesses(self, device: torch.device) -> int:
+        # Each witness costs two batch-1 calls per sequence length, each a full recurrence.
+        return 3 if device.type == "cpu" else 15
+
+    def workloads(self) -> list[Workload]:
+        return [
+            Workload(f"qwen3-next-{tag}", {**p, "Dk": _HEAD_DIM, "Dv": _HEAD_DIM}, _QWEN3_NEXT)
+            for tag, p in _WORKLOADS
+        ]
+
+    def small_workloads(self) -> list[Workload]:
+        return [
+            Workload("cpu-b1-t64", {"B": 1, "T": 64, **_CPU_DIMS}),
+            Workload("cpu-b8-t16", {"B": 8, "T": 16, **_CPU_DIMS}),
+        ]
+
+    def workload_inputs(
+        self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
+    ) -> tuple[Any, ...]:
+        p = workload.params
+        dims = {"T": p["T"], "Hh": p["Hh"], "Dk": p["Dk"], "Dv": p["Dv"]}
+        a_log, dt_bias = gate_weights(p["Hh"], gen)
+        shared = {"scale": p["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
+        problem = Problem(device, dtype, dims, shared)
+        return self.compose(problem, [self.sample(problem, gen) for _ in range(p["B"])], gen)
+
+    def flops(self, workload: Workload) -> float:
+        """Per token and head: decay Dk·Dv, kᵀS 2·Dk·Dv, rank-1 update 2·Dk·Dv, qᵀS 2·Dk·Dv."""
+        p = workload.params
+        return 7.0 * p["B"] * p["T"] * p["Hh"] * p["Dk"] * p["Dv"]
+
+    def bytes_moved(self, workload: Workload, dtype: torch.dtype) -> float:
+        """q, k, v read and o written once, plus the fp32 gates."""
+        p = workload.params
+        tokens = p["B"] * p["T"] * p["Hh"]
+        return float(tokens * (2 * p["Dk"] + 2 * p["Dv"]) * element_size(dtype) + tokens * 2 * 4)
+
+
+TASK = GatedDeltaNet()
