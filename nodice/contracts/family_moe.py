@@ -10,7 +10,7 @@ contract("moe", family="moe")
 
 batch_symbols("num_tokens", "T", "tokens", "n_tok", "total_tokens_post_pad")
 reduction_tiles("BLOCK_K", "BLOCK_SIZE_K", "BLOCK_H", "BLOCK_I")
-routing_calls("topk", "sort", "argsort", "softmax", "argmax", "multinomial")
+routing_calls("topk", "softmax", "log_softmax", "sigmoid", "argmax", "multinomial")
 protect(
     "EXPERT_CAPACITY",
     aliases=[

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from nodice.gate.result import Finding
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
-from nodice.gate.static.dataflow import Analysis, Interp
+from nodice.gate.static.dataflow import Interp
 from nodice.gate.static.native import analyze_native
+from nodice.gate.static.program import Analysis
 from nodice.gate.static.project import embedded_sources, native_file_sources, referenced_native_files
 from nodice.gate.static.report import Collector, render_json, render_text
 from nodice.gate.static.rules import MECHANISMS, RULES, Rule
@@ -97,7 +98,9 @@ def run_static(
         )
     modules = [m for m in an.modules.values() if m is not None]
     natives = [src for m in modules for src in embedded_sources(m.tree, m.source, m.display)]
-    natives += native_file_sources(referenced_native_files([m.source for m in modules], path), path)
+    natives += native_file_sources(
+        referenced_native_files([m.source for m in modules], path, an.listing()), path
+    )
     for src in natives:
         analyze_native(src, contract, collector)
     return collector.result()

@@ -1,4 +1,4 @@
-"""Calls: functions and classes of the candidate's files, builtins, and the library namespaces.
+"""Calls: dispatch, functions and classes of the candidate's files, and the sinks at call sites.
 
 Functions of the candidate's own files are analysed with the caller's argument
 values; a parameter or keyword whose name the contract protects is a sink at the
@@ -8,39 +8,111 @@ call ("passed as NUM_SPLITS to launch"). Library calls are modelled by name.
 from __future__ import annotations
 
 import ast
-import builtins
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from nodice.gate.static.contracts import Protected
+from nodice.gate.static.library_calls import LibraryMixin
 from nodice.gate.static.triton_exprs import dotted
-from nodice.gate.static.values import NO_CONST, UNKNOWN, Instance, Trace, V, extend, first_taint, join_all
+from nodice.gate.static.values import NO_CONST, UNKNOWN, Instance, Trace, V, deep_taint, extend, join_all
 
 if TYPE_CHECKING:
-    from nodice.gate.static.dataflow import Analysis, ClassRef, FuncRef, ModuleInfo
+    from nodice.gate.static.program import Analysis, ClassRef, FuncRef, ModuleInfo
 
 # Calls that do not decide what is computed: allocation, views, conversions, bookkeeping.
 BENIGN_CALLS = frozenset(
-    """empty empty_like zeros zeros_like ones ones_like full full_like new_empty new_zeros new_ones new_full
-    empty_strided view reshape contiguous float half bfloat16 to clone detach unsqueeze squeeze flatten expand
-    expand_as view_as reshape_as size stride numel dim item tolist copy_ fill_ zero_ cat stack pad narrow split
-    chunk len max min int range print isinstance tuple list dict cdiv next_power_of_2 ceil floor log2 ValueError
-    RuntimeError TypeError AssertionError NotImplementedError append get format str abs round enumerate zip
-    get_device_properties is_contiguous data_ptr element_size t permute transpose Config type cuda cpu warn
-    warning device current_device synchronize set_device""".split()
+    [
+        "empty",
+        "empty_like",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_empty",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "empty_strided",
+        "view",
+        "reshape",
+        "contiguous",
+        "float",
+        "half",
+        "bfloat16",
+        "to",
+        "clone",
+        "detach",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "expand",
+        "expand_as",
+        "view_as",
+        "reshape_as",
+        "size",
+        "stride",
+        "numel",
+        "dim",
+        "item",
+        "tolist",
+        "copy_",
+        "fill_",
+        "zero_",
+        "cat",
+        "stack",
+        "pad",
+        "narrow",
+        "split",
+        "chunk",
+        "len",
+        "max",
+        "min",
+        "int",
+        "range",
+        "print",
+        "isinstance",
+        "tuple",
+        "list",
+        "dict",
+        "cdiv",
+        "next_power_of_2",
+        "ceil",
+        "floor",
+        "log2",
+        "ValueError",
+        "RuntimeError",
+        "TypeError",
+        "AssertionError",
+        "NotImplementedError",
+        "append",
+        "get",
+        "format",
+        "str",
+        "abs",
+        "round",
+        "enumerate",
+        "zip",
+        "get_device_properties",
+        "is_contiguous",
+        "data_ptr",
+        "element_size",
+        "t",
+        "permute",
+        "transpose",
+        "Config",
+        "type",
+        "cuda",
+        "cpu",
+        "warn",
+        "warning",
+        "device",
+        "current_device",
+        "synchronize",
+        "set_device",
+    ]
 )
-_IDENTITY_WRAPPERS = {
-    "compile",
-    "script",
-    "trace",
-    "lru_cache",
-    "cache",
-    "wraps",
-    "jit",
-    "no_grad",
-    "inference_mode",
-}
-_OPAQUE_IMPORTS = {"import_module", "__import__", "exec", "eval", "compile", "reload"}
 
 
 def _memo_sig(v: V) -> tuple[Any, ...]:
@@ -54,7 +126,7 @@ def _memo_sig(v: V) -> tuple[Any, ...]:
     )
 
 
-class CallMixin:
+class CallMixin(LibraryMixin):
     an: Analysis
     mod: ModuleInfo
     env: dict[str, V]
@@ -128,7 +200,7 @@ class CallMixin:
                 fv.taint,
                 self.step(node, "calls the chosen function"),
             )
-        return V(taint=first_taint(*args, *kwargs.values()), opaque=True)
+        return V(taint=deep_taint(*args, *kwargs.values()), opaque=True)
 
     # ---- sinks at calls -----------------------------------------------------------------
     def report_protected(
@@ -155,10 +227,11 @@ class CallMixin:
 
     def keyword_sinks(self, kwargs: dict[str, V], node: ast.AST, callee: str, rng: bool = False) -> None:
         for k, v in kwargs.items():
-            if v.taint is not None:
+            t = deep_taint(v)
+            if t is not None:
                 p = self.an.contract.protected_for(k, rng)
                 if p is not None:
-                    self.report_protected(p, k, v.taint, node, f"passed as {k} to {callee}")
+                    self.report_protected(p, k, t, node, f"passed as {k} to {callee}")
 
     def algorithm_choice(self, node: ast.If, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]) -> None:
         ca, cb = _compute_calls(a), _compute_calls(b)
@@ -179,7 +252,8 @@ class CallMixin:
 
     # ---- functions and classes --------------------------------------------------------------
     def call_function(self, fref: FuncRef, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
-        from nodice.gate.static.dataflow import MAX_DEPTH, Interp
+        from nodice.gate.static.dataflow import Interp
+        from nodice.gate.static.program import MAX_DEPTH
 
         fn = fref.node
         a = fn.args
@@ -192,7 +266,7 @@ class CallMixin:
             tuple(sorted((k, _memo_sig(v)) for k, v in kwargs.items())),
         )
         if id(fn) in self.an.stack or len(self.an.stack) >= MAX_DEPTH:
-            return V(taint=first_taint(*args, *kwargs.values()), opaque=True)
+            return V(taint=deep_taint(*args, *kwargs.values()), opaque=True)
         env: dict[str, V] = {}
         defaults = dict(zip(positional[len(positional) - len(fref.defaults) :], fref.defaults, strict=True))
         kw = dict(kwargs)
@@ -205,8 +279,9 @@ class CallMixin:
                 env[p] = defaults.get(p, UNKNOWN)
         if a.vararg is not None:
             env[a.vararg.arg] = V(kind="seq", items=list(args[len(positional) :]))
-        for p in a.kwonlyargs:
-            env[p.arg] = kw.pop(p.arg) if p.arg in kw else fref.kw_defaults.get(p.arg, UNKNOWN)
+        for kwarg in a.kwonlyargs:
+            name_ = kwarg.arg
+            env[name_] = kw.pop(name_) if name_ in kw else fref.kw_defaults.get(name_, UNKNOWN)
         if a.kwarg is not None:
             env[a.kwarg.arg] = V(kind="dict", keys=dict(kw))
         name = fref.name
@@ -283,146 +358,6 @@ class CallMixin:
                 if p is not None and v.taint is not None:
                     self.report_protected(p, k, v.taint, node, f"passed as {k} to {cref.name}")
         return inst
-
-    # ---- methods, builtins, libraries -------------------------------------------------------------
-    def method_call(self, recv: V, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
-        if recv.kind == "tensor":
-            return self.tensor_method(recv, name, args, kwargs, node)  # type: ignore[attr-defined,no-any-return]
-        if recv.kind == "generator" and name == "manual_seed":
-            self.rng_seed(args[0] if args else V(), node, generator=recv)  # type: ignore[attr-defined]
-            return recv
-        if recv.kind == "dict" and recv.keys is not None:
-            if name == "get" and args:
-                k = args[0]
-                if k.const is not NO_CONST and k.taint is None:
-                    try:
-                        return recv.keys.get(k.const, args[1] if len(args) > 1 else V(const=None))
-                    except TypeError:
-                        pass
-                out = join_all(list(recv.keys.values()) + args[1:2])
-                return out.with_taint(
-                    extend(k.taint, self.step(node, "looked up with a batch-dependent key"))
-                )
-            if name in ("values", "items"):
-                return V(kind="seq", ref=join_all(list(recv.keys.values())))
-            if name in ("update", "setdefault") and args:
-                return V()
-        if recv.kind == "seq" and name in ("append", "extend", "insert") and args:
-            if recv.items is not None:
-                recv.items.append(args[-1])
-            return V(const=None)
-        self.keyword_sinks(kwargs, node, name)
-        return V(taint=first_taint(recv, *args, *kwargs.values()), opaque=True)
-
-    def py_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
-        parts = name.split(".")
-        root, fn = parts[0], parts[-1]
-        if root == "builtins":
-            return self.builtin_call(fn, args, kwargs, node)
-        if fn in _OPAQUE_IMPORTS and root in ("importlib", "builtins"):
-            return self.opaque(node, f"{fn}() hides which code runs")
-        if fn in _IDENTITY_WRAPPERS and root in ("torch", "functools", "triton"):
-            return (
-                args[0]
-                if args and args[0].kind in ("func", "kernel", "class")
-                else V(kind="py", ref="identity")
-            )
-        if name == "identity":
-            return args[0] if args else V()
-        if root == "functools" and fn == "partial" and args:
-            return V(kind="partial", ref=(args[0], args[1:], kwargs))
-        if fn in ("manual_seed", "seed", "manual_seed_all") and root in ("torch", "random", "numpy"):
-            self.rng_seed(args[0] if args else kwargs.get("seed", V()), node)  # type: ignore[attr-defined]
-            return V()
-        if root == "torch" and len(parts) > 1 and parts[1] in ("ops", "library", "utils", "cuda", "backends"):
-            if fn == "Generator":
-                return V(kind="generator", ref={"seeded_loop": None})
-            self.keyword_sinks(kwargs, node, name)
-            return (
-                V(kind="py", ref=f"{name}()")
-                if fn == "get_device_properties"
-                else V(taint=first_taint(*args, *kwargs.values()), opaque=True)
-            )
-        if root in ("torch", "numpy"):
-            self.keyword_sinks(kwargs, node, name, rng=True)
-            return self.torch_call(name, args, kwargs, node)  # type: ignore[attr-defined,no-any-return]
-        self.keyword_sinks(kwargs, node, name)
-        return V(taint=first_taint(*args, *kwargs.values()), opaque=root not in ("math", "triton"))
-
-    def opaque(self, node: ast.AST, why: str) -> V:
-        self.an.report(
-            "opaque_dispatch", self.mod, node, "dispatch", why, (), self.step(node, "not followed")
-        )
-        return V(opaque=True)
-
-    def builtin_call(self, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
-        first = args[0] if args else V()
-        if fn == "len":
-            if first.kind == "tensor" and first.batch is not None and first.baxis == 0:
-                return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
-            if first.kind in ("seq", "shape") and first.items is not None:
-                return V(const=len(first.items), taint=first.taint)
-            return V(taint=first.taint or (first.batch if first.kind == "shape" else None))
-        if fn == "range":
-            return V(kind="range", taint=first_taint(*args))
-        if fn == "enumerate":
-            return V(kind="enumerate", ref=first)
-        if fn in ("exec", "eval", "compile", "__import__", "globals", "locals", "vars"):
-            return self.opaque(node, f"{fn}() hides which code runs")
-        if fn == "getattr" and len(args) >= 2:
-            name = args[1]
-            if isinstance(name.const, str):
-                attr = ast.Attribute(value=node.args[0], attr=name.const, ctx=ast.Load())
-                ast.copy_location(attr, node)
-                return self.expr(attr)
-            if name.taint is not None:
-                return V(
-                    taint=extend(name.taint, self.step(node, "attribute chosen by a batch-dependent name"))
-                )
-            return self.opaque(node, "getattr with a computed name hides which code runs")
-        if fn in ("list", "tuple", "sorted", "reversed", "set", "frozenset"):
-            if first.kind in ("seq", "shape"):
-                return V(
-                    kind="seq",
-                    items=list(first.items) if first.items is not None else None,
-                    taint=first.taint or (first.batch if first.items is None else None),
-                    ref=first.ref,
-                )
-            return V(kind="seq", taint=first.taint, ref=V(taint=first.taint))
-        if fn == "dict":
-            return V(kind="dict", keys=dict(kwargs))
-        if fn == "zip":
-            return V(kind="seq", ref=V(kind="seq", items=[_element(a) for a in args]))
-        if fn in (
-            "isinstance",
-            "issubclass",
-            "hasattr",
-            "callable",
-            "print",
-            "id",
-            "type",
-            "repr",
-            "str",
-            "format",
-        ):
-            return V()
-        consts = [a.const for a in args]
-        const = NO_CONST
-        if (
-            fn in ("max", "min", "abs", "int", "round")
-            and args
-            and all(isinstance(c, int | float) and not isinstance(c, bool) for c in consts)
-        ):
-            const = getattr(builtins, fn)(*consts)
-        return V(taint=first_taint(*args, *kwargs.values()), const=const)
-
-
-def _element(v: V) -> V:
-    if v.kind in ("seq", "shape") and v.items:
-        return join_all(v.items)
-    if v.kind == "seq" and isinstance(v.ref, V):
-        return v.ref
-    return V(taint=v.taint, kind="tensor" if v.kind == "tensor" else "value")
 
 
 def _compute_calls(body: list[ast.stmt]) -> frozenset[str]:

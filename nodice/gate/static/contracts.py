@@ -70,17 +70,30 @@ class Contract:
     routing_calls: frozenset[str] = frozenset()
     sources: tuple[str, ...] = ()
 
-    def protected_for(self, name: str, rng_context: bool = False) -> Protected | None:
+    @functools.cached_property
+    def _aliases(self) -> tuple[dict[str, Protected], dict[str, Protected]]:
+        strict: dict[str, Protected] = {}
+        rng: dict[str, Protected] = {}
         for p in self.protected:
-            if p.matches(name, rng_context):
-                return p
-        return None
+            for a in p.aliases:
+                strict.setdefault(a, p)
+            for a in p.rng_aliases:
+                rng.setdefault(a, p)
+        return strict, rng
+
+    def protected_for(self, name: str, rng_context: bool = False) -> Protected | None:
+        strict, rng = self._aliases
+        n = name.lower()
+        found = strict.get(n)
+        if found is None and rng_context:
+            found = rng.get(n)
+        return found
 
     def is_batch_symbol(self, name: str) -> bool:
-        return _norm(name) in self.batch_symbols
+        return name.lower() in self.batch_symbols
 
     def is_reduction_tile(self, name: str) -> bool:
-        return _norm(name) in self.reduction_tiles
+        return name.lower() in self.reduction_tiles
 
     def merge(self, other: Contract) -> Contract:
         """Later layers add to earlier ones; a protected name declared again gains aliases."""
@@ -248,7 +261,7 @@ def reduction_tiles(*names: str) -> None:
 
 
 def routing_calls(*names: str) -> None:
-    """Calls whose inputs decide routing (``topk`` …): batch-dependent inputs there are expert-routing flows."""
+    """Calls whose inputs decide routing (``topk`` …): batch-dependent inputs there are routing flows."""
     _builder().routing_calls(*names)
 
 

@@ -11,194 +11,17 @@ kernels or algorithms.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from nodice.gate.static.calls import CallMixin
-from nodice.gate.static.contracts import Contract
 from nodice.gate.static.expressions import ExprMixin
-from nodice.gate.static.report import Collector
-from nodice.gate.static.sources import EntrySignature
+from nodice.gate.static.program import Analysis, ClassRef, FuncRef, KernelRef, ModuleInfo
 from nodice.gate.static.torch_calls import TorchMixin
-from nodice.gate.static.triton_kernels import KernelInfo, is_jit, summarize_kernel
+from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_launch import LaunchMixin
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
-
-MAX_DEPTH = 10
-
-
-@dataclass
-class ModuleInfo:
-    path: Path
-    display: str
-    tree: ast.Module
-    lines: list[str]
-    is_candidate: bool
-    source: str = ""
-    env: dict[str, V] = field(default_factory=dict)
-    module_values: dict[str, ast.expr] = field(default_factory=dict)
-    kernel_cache: dict[int, KernelInfo] = field(default_factory=dict)
-
-
-@dataclass
-class FuncRef:
-    module: ModuleInfo
-    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-    closure: dict[str, V]
-    defaults: list[V]
-    kw_defaults: dict[str, V] = field(default_factory=dict)
-    bound_self: V | None = None
-
-    @property
-    def name(self) -> str:
-        return getattr(self.node, "name", "<lambda>")
-
-
-@dataclass
-class KernelRef:
-    module: ModuleInfo
-    node: ast.FunctionDef
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-
-@dataclass
-class ClassRef:
-    module: ModuleInfo
-    node: ast.ClassDef
-    env: dict[str, V]
-    bases: list[V]
-    fields: list[str]
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-
-class Analysis:
-    """State shared by every function analysed for one candidate."""
-
-    def __init__(self, contract: Contract, signature: EntrySignature, folder: Path, collector: Collector):
-        self.contract = contract
-        self.signature = signature
-        self.folder = folder
-        self.collector = collector
-        self.modules: dict[Path, ModuleInfo | None] = {}
-        self.stack: list[int] = []
-        self.memo: dict[tuple[Any, ...], V] = {}
-
-    def report(
-        self,
-        rule_id: str,
-        mod: ModuleInfo,
-        node: ast.AST,
-        protected: str,
-        message: str,
-        trace: Trace | tuple[str, ...],
-        sink_step: str,
-        *,
-        mechanism: str | None = None,
-        guidance: str | None = None,
-        weak: bool = False,
-    ) -> None:
-        self.collector.add(
-            rule_id,
-            mod.display,
-            getattr(node, "lineno", 0),
-            protected,
-            message,
-            [*trace, sink_step] if not trace or trace[-1] != sink_step else list(trace),
-            mechanism=mechanism,
-            guidance=guidance,
-            weak=weak,
-        )
-
-    def kernel_info(self, ref: KernelRef) -> KernelInfo:
-        mod = ref.module
-        helpers = {
-            name: v.ref.node
-            for name, v in mod.env.items()
-            if v.kind == "kernel" and isinstance(v.ref, KernelRef)
-        }
-        return summarize_kernel(ref.node, helpers, mod.kernel_cache, mod.module_values)
-
-    def module(self, path: Path, display: str, is_candidate: bool = False) -> ModuleInfo | None:
-        path = path.resolve()
-        if path in self.modules:
-            return self.modules[path]
-        self.modules[path] = None  # import cycles see an unknown module
-        parsed = parse_file(path)
-        if parsed is None:
-            return None
-        mod = ModuleInfo(
-            path,
-            display,
-            parsed.tree,
-            parsed.lines,
-            is_candidate,
-            parsed.source,
-            module_values=parsed.module_values,
-            kernel_cache=parsed.kernel_cache,
-        )
-        self.modules[path] = mod
-        Interp(self, mod, mod.env, module_level=True).run(parsed.tree.body)
-        return mod
-
-    def sibling_exists(self, name: str) -> bool:
-        if not name:
-            return False
-        rel = Path(*name.split("."))
-        return (self.folder / rel.with_suffix(".py")).is_file() or (
-            self.folder / rel / "__init__.py"
-        ).is_file()
-
-    def sibling(self, name: str, level: int = 0) -> ModuleInfo | None:
-        """A module of the candidate's own folder (``helpers`` → ``helpers.py``)."""
-        rel = Path(*name.split(".")) if name else None
-        if rel is None:
-            return None
-        for cand in (self.folder / rel.with_suffix(".py"), self.folder / rel / "__init__.py"):
-            if cand.is_file():
-                return self.module(cand, str(cand.relative_to(self.folder)))
-        return None
-
-
-@dataclass
-class Parsed:
-    """A parsed file and what depends on its text alone (kernel summaries), cached across runs."""
-
-    tree: ast.Module
-    lines: list[str]
-    module_values: dict[str, ast.expr]
-    kernel_cache: dict[int, KernelInfo]
-    source: str
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_cached(path: str, mtime_ns: int, size: int) -> Parsed | None:
-    try:
-        source = Path(path).read_text(encoding="utf-8")
-        tree = ast.parse(source, path)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
-        return None
-    values = {
-        s.targets[0].id: s.value
-        for s in tree.body
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-    }
-    return Parsed(tree, source.splitlines(), values, {}, source)
-
-
-def parse_file(path: Path) -> Parsed | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return _parse_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
 def terminates(body: list[ast.stmt]) -> bool:
@@ -281,11 +104,13 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
     # ---- blocks ---------------------------------------------------------------------
     def run(self, body: list[ast.stmt]) -> None:
         saved = self.control
+        dispatch = _stmt_dispatch()
         for i, s in enumerate(body):
-            self._rest = body[i + 1 :]
-            method = getattr(self, "s_" + type(s).__name__, None)
+            method = dispatch.get(type(s))
             if method is not None:
-                method(s)
+                if type(s) is ast.If:
+                    self._rest = body[i + 1 :]
+                method(self, s)
         self.control = saved
 
     def assign(self, target: ast.AST, value: V, node: ast.AST) -> None:
@@ -311,10 +136,8 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
             key = self.expr(target.slice)
             if container.kind == "dict" and container.keys is not None:
                 if key.const is not NO_CONST and key.taint is None:
-                    try:
+                    with contextlib.suppress(TypeError):  # an unhashable constant key
                         container.keys[key.const] = value
-                    except TypeError:
-                        pass
                 else:
                     container.keys[("?", len(container.keys))] = value.with_taint(key.taint)
             elif container.kind == "seq" and container.items is not None and value.taint is not None:
@@ -350,9 +173,12 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
             p = self.an.contract.protected_for(name)
             if p is not None:
                 self.report_protected(p, name, value.taint, node, f"assigned to {name}", weak=True)
-        elif value.opaque and self.an.contract.is_batch_symbol(name):
-            if isinstance(node, ast.Assign | ast.AnnAssign):
-                self.env[name] = V(taint=(self.step(node, f"batch symbol '{name}' (contract)"),))
+        elif (
+            value.opaque
+            and self.an.contract.is_batch_symbol(name)
+            and isinstance(node, ast.Assign | ast.AnnAssign)
+        ):
+            self.env[name] = V(taint=(self.step(node, f"batch symbol '{name}' (contract)"),))
 
     # ---- statements ------------------------------------------------------------------------
     def s_Assign(self, s: ast.Assign) -> None:
@@ -545,3 +371,10 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
         self.expr(s.subject)
         for case in s.cases:
             self.run(case.body)
+
+
+@functools.cache
+def _stmt_dispatch() -> dict[type, Any]:
+    return {
+        getattr(ast, n[2:]): f for n, f in vars(Interp).items() if n.startswith("s_") and hasattr(ast, n[2:])
+    }

@@ -8,12 +8,13 @@ and names the contract declares as batch symbols when their origin is unknown.
 from __future__ import annotations
 
 import ast
+import builtins
 from typing import TYPE_CHECKING, Any
 
 from nodice.gate.static.values import NO_CONST, UNKNOWN, V, extend, first_taint, join, join_all
 
 if TYPE_CHECKING:
-    from nodice.gate.static.dataflow import Analysis, ModuleInfo
+    from nodice.gate.static.program import Analysis, ModuleInfo
 
 
 def shape_value(t: V, node: ast.AST, ip: Any) -> V:
@@ -44,6 +45,9 @@ def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
     return V(opaque=shape.batch is not None and index < 0)
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
 class ExprMixin:
     an: Analysis
     mod: ModuleInfo
@@ -57,7 +61,7 @@ class ExprMixin:
 
         def instance_attr(self, obj: V, name: str) -> V | None: ...
 
-        def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> None: ...
+        def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> bool: ...
 
     # Provided by the interpreter / call mixins.
 
@@ -71,6 +75,8 @@ class ExprMixin:
     def name_value(self, node: ast.Name) -> V:
         v = self.lookup(node.id)
         if v is None:
+            if node.id in _BUILTINS:
+                return V(kind="py", ref=f"builtins.{node.id}")
             if self.an.contract.is_batch_symbol(node.id):
                 return V(taint=(self.step(node, f"batch symbol '{node.id}' (contract)"),))
             return UNKNOWN
@@ -79,10 +85,10 @@ class ExprMixin:
     def expr(self, node: ast.AST | None) -> V:
         if node is None:
             return V(const=None)
-        method = getattr(self, "e_" + type(node).__name__, None)
+        method = _EXPR_DISPATCH.get(type(node))
         if method is None:
             return UNKNOWN
-        out: V = method(node)
+        out: V = method(self, node)
         return out
 
     def e_Constant(self, node: ast.Constant) -> V:
@@ -104,7 +110,7 @@ class ExprMixin:
         return V(taint=first_taint(*parts))
 
     def e_Lambda(self, node: ast.Lambda) -> V:
-        from nodice.gate.static.dataflow import FuncRef
+        from nodice.gate.static.program import FuncRef
 
         defaults = [self.expr(d) for d in node.args.defaults]
         return V(kind="func", ref=FuncRef(self.mod, node, dict(self.env) | self.closure, defaults))
@@ -115,9 +121,9 @@ class ExprMixin:
         if a.kind == "tensor" or b.kind == "tensor":
             t = a if a.kind == "tensor" else b
             return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis)
-        if a.kind in ("seq", "shape") and b.kind in ("seq", "shape") and isinstance(node.op, ast.Add):
-            if a.items is not None and b.items is not None:
-                return V(taint=taint, kind="seq", items=a.items + b.items)
+        seqs = a.kind in ("seq", "shape") and b.kind in ("seq", "shape")
+        if seqs and isinstance(node.op, ast.Add) and a.items is not None and b.items is not None:
+            return V(taint=taint, kind="seq", items=a.items + b.items)
         const = NO_CONST
         if a.const is not NO_CONST and b.const is not NO_CONST:
             try:
@@ -127,7 +133,7 @@ class ExprMixin:
                         "",
                         "eval",
                     )
-                )  # noqa: S307
+                )
             except Exception:
                 const = NO_CONST
         return V(taint=taint, const=const, opaque=(a.opaque or b.opaque) and taint is None)
@@ -298,3 +304,11 @@ class ExprMixin:
 
     def e_Call(self, node: ast.Call) -> V:
         return self.call(node)
+
+
+# Type-keyed dispatch: a getattr on a built name per node costs more than the evaluation itself.
+_EXPR_DISPATCH: dict[type, Any] = {
+    getattr(ast, name[2:]): fn
+    for name, fn in vars(ExprMixin).items()
+    if name.startswith("e_") and hasattr(ast, name[2:])
+}

@@ -28,14 +28,55 @@ _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _LAUNCH = re.compile(r"(\w+(?:\s*<[^<>;()]*>)?)\s*<<<\s*([^>]*?)>>>\s*\(")
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)")
 _CALL = re.compile(r"\b([A-Za-z_]\w*(?:\s*<[^<>;()]*>)?)\s*(?:<<<[^>]*>>>)?\s*\(")
-_FLOAT_TYPES = r"(?:float|double|half|__half|__half2|__nv_bfloat16|nv_bfloat16|at::Half|at::BFloat16|c10::Half|c10::BFloat16|scalar_t|float2|float4|acc_t|accscalar_t)"
-_INT_TYPES = r"(?:int|unsigned|unsigned\s+int|long|long\s+long|unsigned\s+long\s+long|int32_t|int64_t|uint32_t|uint64_t|size_t|unsigned\s+short)"
+_FLOAT_NAMES = (
+    "float", "double", "half", "__half", "__half2", "__nv_bfloat16", "nv_bfloat16", "at::Half",
+    "at::BFloat16", "c10::Half", "c10::BFloat16", "scalar_t", "float2", "float4", "acc_t", "accscalar_t",
+)  # fmt: skip
+_INT_NAMES = (
+    "int", "unsigned", r"unsigned\s+int", "long", r"long\s+long", r"unsigned\s+long\s+long", "int32_t",
+    "int64_t", "uint32_t", "uint64_t", "size_t", r"unsigned\s+short",
+)  # fmt: skip
+_FLOAT_TYPES = "(?:" + "|".join(_FLOAT_NAMES) + ")"
+_INT_TYPES = "(?:" + "|".join(_INT_NAMES) + ")"
 _REDUCTION_IDIOM = re.compile(r"__shfl\w*|BlockReduce|WarpReduce|blockDim\.x\s*/\s*2|>>=\s*1|/=\s*2")
 _KEYWORDS = frozenset(
-    """if for while switch return sizeof static_cast reinterpret_cast const_cast dim3 TORCH_CHECK AT_ASSERT
-    C10_CUDA_KERNEL_LAUNCH_CHECK cudaGetLastError assert min max std at empty empty_like zeros defined
-    AT_DISPATCH_FLOATING_TYPES AT_DISPATCH_FLOATING_TYPES_AND_HALF AT_DISPATCH_FLOATING_TYPES_AND2 data_ptr
-    size stride numel contiguous options device getCurrentCUDAStream cudaDeviceGetAttribute""".split()
+    [
+        "if",
+        "for",
+        "while",
+        "switch",
+        "return",
+        "sizeof",
+        "static_cast",
+        "reinterpret_cast",
+        "const_cast",
+        "dim3",
+        "TORCH_CHECK",
+        "AT_ASSERT",
+        "C10_CUDA_KERNEL_LAUNCH_CHECK",
+        "cudaGetLastError",
+        "assert",
+        "min",
+        "max",
+        "std",
+        "at",
+        "empty",
+        "empty_like",
+        "zeros",
+        "defined",
+        "AT_DISPATCH_FLOATING_TYPES",
+        "AT_DISPATCH_FLOATING_TYPES_AND_HALF",
+        "AT_DISPATCH_FLOATING_TYPES_AND2",
+        "data_ptr",
+        "size",
+        "stride",
+        "numel",
+        "contiguous",
+        "options",
+        "device",
+        "getCurrentCUDAStream",
+        "cudaDeviceGetAttribute",
+    ]
 )
 
 
@@ -82,27 +123,29 @@ class _NativeAnalysis:
         return f"{self.src.display} line {self.src.first_line + i}: {text}" + (f"  ({note})" if note else "")
 
     def expr_taint(self, expr: str, pos: int) -> tuple[frozenset[str], tuple[str, ...]] | None:
-        kinds: set[str] = set()
-        trace: tuple[str, ...] | None = None
+        """Kinds of batch-context sources an expression depends on, with the trace of the strongest."""
+        traces: dict[str, tuple[str, ...]] = {}
         if _GRID.search(expr):
-            kinds.add("grid")
-            trace = trace or (self.step(pos, "grid size"),)
+            traces.setdefault("grid", (self.step(pos, "grid size"),))
         m = _BATCH_READ.search(expr)
         if m:
-            kinds.add("batch")
-            trace = trace or (self.step(pos, f"batch source: {m.group(0).strip()}"),)
+            traces.setdefault("batch", (self.step(pos, f"batch source: {m.group(0).strip()}"),))
         if _SM.search(expr):
-            kinds.add("sm")
-            trace = trace or (self.step(pos, "SM count"),)
+            traces.setdefault("sm", (self.step(pos, "SM count"),))
+        kinds: set[str] = set()
         for ident in _IDENT.findall(expr):
             if ident in self.taint:
                 k, t = self.taint[ident]
                 kinds |= k
-                trace = trace or t
+                for kind in k:
+                    traces.setdefault(kind, t)
             elif self.contract.is_batch_symbol(ident):
-                kinds.add("batch")
-                trace = trace or (self.step(pos, f"batch symbol '{ident}' (contract)"),)
-        return (frozenset(kinds), trace) if kinds and trace else None
+                traces.setdefault("batch", (self.step(pos, f"batch symbol '{ident}' (contract)"),))
+        kinds |= traces.keys()
+        for kind in ("batch", "grid", "sm"):  # the path shown starts at the batch when there is one
+            if kind in traces:
+                return frozenset(kinds), traces[kind]
+        return None
 
     def propagate(self) -> None:
         for m in _ATTR_SM.finditer(self.text):
@@ -112,7 +155,7 @@ class _NativeAnalysis:
             for m in _ASSIGN.finditer(self.text):
                 name, rhs = m.group(1), m.group(2)
                 t = self.expr_taint(rhs, m.start(2))
-                if t is None or name in self.taint and self.taint[name][0] >= t[0]:
+                if t is None or (name in self.taint and self.taint[name][0] >= t[0]):
                     continue
                 self.taint[name] = (
                     t[0],
@@ -226,7 +269,9 @@ class _NativeAnalysis:
             if t is None or "grid" not in t[0]:
                 continue
             body = self._block_after(hdr_end)
-            declared = set(re.findall(r"\b(?:" + _FLOAT_TYPES + r"|auto)\s+(\w+)", body))
+            declared = set(
+                re.findall(r"\b(?:" + _FLOAT_TYPES + "|" + _INT_TYPES + r"|auto|bool)\s+(\w+)", body)
+            )
             accs = [a for a in re.findall(r"\b(\w+)\s*(?:\[[^\]]*\])?\s*\+=", body) if a not in declared]
             if accs:
                 self.collector.add(
@@ -284,8 +329,19 @@ class _NativeAnalysis:
                         guidance=p.guidance or None,
                     )
 
+    def device_spans(self) -> list[tuple[int, int]]:
+        """Bodies of ``__global__``/``__device__`` functions: their ``if``s are guards, not host dispatch."""
+        spans = []
+        for m in re.finditer(r"__(?:global|device)__[^{;]*\{", self.text):
+            start = m.end() - 1
+            spans.append((start, _match_paren(self.text, start, "{", "}")))
+        return spans
+
     def dispatch(self) -> None:
+        device = self.device_spans()
         for m in re.finditer(r"\bif\s*\(", self.text):
+            if any(a <= m.start() < b for a, b in device):
+                continue
             cond_end = _match_paren(self.text, m.end() - 1)
             cond = self.text[m.end() : cond_end - 1]
             t = self.expr_taint(cond, m.start())
@@ -312,7 +368,9 @@ class _NativeAnalysis:
 
 
 def _split_top(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch in "([{<":
             depth += 1

@@ -27,26 +27,19 @@ def embedded_sources(tree: ast.Module, source: str, display: str) -> list[Native
         return []  # cheap text test first: walking the tree costs more than the whole analysis
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 40:
-            if looks_native(node.value):
-                # A triple-quoted string's first line is the line of its opening quotes.
-                out.append(NativeSource(display, node.value, node.lineno))
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and len(text) > 40 and looks_native(text):
+            # A triple-quoted string's first line is the line of its opening quotes.
+            out.append(NativeSource(display, text, getattr(node, "lineno", 1)))
     return out
 
 
-def referenced_native_files(sources: list[str], candidate: Path) -> list[Path]:
+def referenced_native_files(sources: list[str], candidate: Path, listing: frozenset[str]) -> list[Path]:
+    """Native files named in the candidate's strings, or sharing its stem, inside its folder."""
     folder = candidate.parent
-    names = {m.group(1) for text in sources for m in _NATIVE_NAME.finditer(text)}
-    found: list[Path] = []
-    for name in sorted(names):
-        p = (folder / name) if not Path(name).is_absolute() else Path(name)
-        if p.is_file() and folder in p.resolve().parents:
-            found.append(p)
-    stem = candidate.stem
-    for suffix in NATIVE_SUFFIXES:
-        p = folder / (stem + suffix)
-        if p not in found and p.is_file():
-            found.append(p)
+    names = {Path(m.group(1)).name for text in sources for m in _NATIVE_NAME.finditer(text)}
+    names |= {candidate.stem + suffix for suffix in NATIVE_SUFFIXES}
+    found = [folder / n for n in sorted(names & listing)]
     # Local headers the sources include.
     i = 0
     while i < len(found) and len(found) < 32:

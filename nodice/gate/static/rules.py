@@ -107,6 +107,14 @@ RULES: dict[str, Rule] = {
             _TILE_GUIDANCE,
         ),
         Rule(
+            "batch_value_in_kernel_output",
+            "algorithm_selection",
+            "a batch-dependent value or the sample's position changes what a kernel computes for it",
+            "a sample's values may depend only on its own inputs and per-sample sizes: pass batch sizes "
+            "and positions to a kernel for grids, masks and addresses only (e.g. count chunk boundaries "
+            "from the start of the sample, not of the packed batch)",
+        ),
+        Rule(
             "rng_seed_from_batch",
             "rng",
             "a random seed or offset depends on the batch or the sample's position",

@@ -39,7 +39,9 @@ class EntrySignature:
 
 def _split_args(inner: str) -> list[str]:
     """Split at top-level commas (shapes contain commas inside brackets)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in inner:
         if ch in "[(":
             depth += 1
@@ -57,8 +59,14 @@ def _split_args(inner: str) -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _parse(signature: str) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
-    m = re.search(r"\((.*)\)\s*(?:->|→|$)", signature)
-    inner = m.group(1) if m else ""
+    start = signature.find("(")
+    depth, end = 0, len(signature)
+    for i in range(max(start, 0), len(signature)):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(signature[i], 0)
+        if depth == 0:
+            end = i
+            break
+    inner = signature[start + 1 : end] if start >= 0 else ""
     args: list[tuple[str, tuple[str, ...] | None]] = []
     for raw in _split_args(inner):
         am = _ARG.match(raw)

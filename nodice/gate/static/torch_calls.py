@@ -15,7 +15,7 @@ from nodice.gate.static.expressions import shape_item, shape_value
 from nodice.gate.static.values import NO_CONST, V, extend, first_taint
 
 if TYPE_CHECKING:
-    from nodice.gate.static.dataflow import Analysis, ModuleInfo
+    from nodice.gate.static.program import Analysis, ModuleInfo
 
 ALLOC = {
     "empty",
@@ -150,6 +150,8 @@ class TorchMixin:
         def step(self, node: ast.AST, note: str = "") -> str: ...
 
         def in_sample_loop(self) -> int | None: ...
+
+        def src(self, node: ast.AST) -> str: ...
 
     seeded_loops: set[int]
 
@@ -344,7 +346,8 @@ class TorchMixin:
                 self.mod,
                 node,
                 "RNG_SEED",
-                f"{fn} draws the whole batch from one random stream: a sample's numbers depend on its position",
+                f"{fn} draws the whole batch from one random stream: a sample's numbers depend on its "
+                "position",
                 trace,
                 self.step(node, f"{fn} over the batch"),
             )
@@ -362,7 +365,8 @@ class TorchMixin:
                     self.mod,
                     node,
                     "RNG_SEED",
-                    f"{fn} inside a loop over samples continues one stream: a sample's numbers depend on the samples before it",
+                    f"{fn} inside a loop over samples continues one stream: a sample's numbers depend on "
+                    "the samples before it",
                     (self.step(node, "drawn inside the loop over samples"),),
                     self.step(node, f"{fn} without a per-sample generator"),
                 )

@@ -42,9 +42,9 @@ def _config_entries(call: ast.expr) -> dict[str, Any] | None:
                 entries[k.value] = _literal(v)
     elif kwargs is not None:
         return None
-    for k in call.keywords:
-        if k.arg in _LAUNCH_OPTIONS:
-            entries[k.arg] = _literal(k.value)
+    for kw in call.keywords:
+        if kw.arg in _LAUNCH_OPTIONS:
+            entries[kw.arg] = _literal(kw.value)
     return entries
 
 

@@ -9,7 +9,6 @@ that dimension's labels the tile of a reduction axis.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Any
 
 Shape = tuple[frozenset[str], ...]
@@ -53,7 +52,8 @@ _PASS_FIRST = {"multiple_of", "max_contiguous", "max_constancy", "assume", "cont
 _SUM_LIKE = {"sum", "reduce", "cumsum", "cumprod", "associative_scan"}
 _EXACT = {"max", "min", "argmax", "argmin", "xor_sum"}
 _RNG = {"rand", "randn", "randint", "randint4x", "rand4x", "randn4x", "philox", "philox_impl"}
-_QUIET = {"static_print", "device_print", "static_assert", "device_assert", "debug_barrier", "store", "print"}
+_QUIET = {"static_print", "device_print", "static_assert", "device_assert", "debug_barrier", "print"}
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
 def dotted(node: ast.AST) -> str:
@@ -77,25 +77,48 @@ def _dtype_of(node: ast.AST | None) -> str | None:
     return None
 
 
-@dataclass(slots=True, frozen=True)
-class KV:
-    """A kernel value: its dependencies, block shape, dtype family, and whether it holds data."""
+_EMPTY: frozenset[str] = frozenset()
 
-    deps: frozenset[str] = frozenset()
-    shape: Shape | None = None
-    dtype: str | None = None  # "int" | "float" | None (unknown)
-    data: bool = False  # derived from memory or a reduction (not just indices)
-    reduced: bool = False  # a sum or an accumulator
+
+class KV:
+    """A kernel value: its dependencies, block shape, dtype family, and whether it holds data.
+
+    A plain slotted class: kernel summaries build thousands of these, and a frozen dataclass
+    constructs several times slower.
+    """
+
+    __slots__ = ("data", "deps", "dtype", "reduced", "shape")
+
+    def __init__(
+        self,
+        deps: frozenset[str] = _EMPTY,
+        shape: Shape | None = None,
+        dtype: str | None = None,  # "int" | "float" | None (unknown)
+        data: bool = False,  # derived from memory or a reduction (not just indices)
+        reduced: bool = False,  # a sum or an accumulator
+    ):
+        self.deps = deps
+        self.shape = shape
+        self.dtype = dtype
+        self.data = data
+        self.reduced = reduced
 
     def combine(self, other: KV, op: ast.AST | None = None) -> KV:
-        dtype = (
-            "float"
-            if isinstance(op, ast.Div) or "float" in (self.dtype, other.dtype)
-            else ("int" if self.dtype == other.dtype == "int" else None)
-        )
+        a, b = self.dtype, other.dtype
+        if a == "float" or b == "float" or isinstance(op, ast.Div):
+            dtype: str | None = "float"
+        else:
+            dtype = "int" if a == b == "int" else None
+        sa, sb = self.shape, other.shape
+        if sa == () or sa == sb:
+            shape = sb
+        elif sb == ():
+            shape = sa
+        else:
+            shape = broadcast(sa, sb)
         return KV(
-            self.deps | other.deps,
-            broadcast(self.shape, other.shape),
+            self.deps | other.deps if other.deps else self.deps,
+            shape,
             dtype,
             self.data or other.data,
             self.reduced or other.reduced,
@@ -106,8 +129,8 @@ def broadcast(a: Shape | None, b: Shape | None) -> Shape | None:
     if a is None or b is None:
         return None
     n = max(len(a), len(b))
-    a2 = (frozenset(),) * (n - len(a)) + a
-    b2 = (frozenset(),) * (n - len(b)) + b
+    a2 = (_EMPTY,) * (n - len(a)) + a
+    b2 = (_EMPTY,) * (n - len(b)) + b
     return tuple(x | y for x, y in zip(a2, b2, strict=True))
 
 
@@ -148,44 +171,55 @@ class KernelExprs:
         raise NotImplementedError
 
     def expr(self, node: ast.AST) -> KV:
-        if isinstance(node, ast.Name):
-            return self.env.get(node.id, KV(frozenset(), ()))
-        if isinstance(node, ast.Constant):
-            v = node.value
-            kind = "float" if isinstance(v, float) else "int" if isinstance(v, int) else None
-            return KV(frozenset(), (), kind)
-        if isinstance(node, ast.BinOp):
-            return self.expr(node.left).combine(self.expr(node.right), node.op)
-        if isinstance(node, ast.UnaryOp):
-            return self.expr(node.operand)
-        if isinstance(node, ast.BoolOp | ast.Compare):
-            parts = [
-                self.expr(e)
-                for e in (node.values if isinstance(node, ast.BoolOp) else [node.left, *node.comparators])
-            ]
-            u = _union(parts)
-            return KV(u.deps, u.shape, "int", u.data)
-        if isinstance(node, ast.IfExp):
-            return _union([self.expr(node.test), self.expr(node.body), self.expr(node.orelse)])
-        if isinstance(node, ast.Subscript):
-            return self.subscript(node)
-        if isinstance(node, ast.Attribute):
-            base = self.expr(node.value)
-            if node.attr == "T" and base.shape is not None:
+        t = type(node)
+        if t is ast.Name:
+            v = self.env.get(node.id)  # type: ignore[attr-defined]
+            return v if v is not None else KV(_EMPTY, ())
+        if t is ast.Constant:
+            c = node.value  # type: ignore[attr-defined]
+            return KV(_EMPTY, (), "float" if isinstance(c, float) else "int" if isinstance(c, int) else None)
+        if t is ast.BinOp:
+            return self.expr(node.left).combine(self.expr(node.right), node.op)  # type: ignore[attr-defined]
+        if t is ast.Call:
+            return self.call(node)  # type: ignore[arg-type]
+        if t is ast.Subscript:
+            return self.subscript(node)  # type: ignore[arg-type]
+        if t is ast.Attribute:
+            base = self.expr(node.value)  # type: ignore[attr-defined]
+            if node.attr == "T" and base.shape is not None:  # type: ignore[attr-defined]
                 return KV(base.deps, tuple(reversed(base.shape)), base.dtype, base.data, base.reduced)
-            return KV(base.deps, base.shape, base.dtype, base.data, base.reduced)
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        if isinstance(node, ast.Tuple | ast.List):
-            return _union([self.expr(e) for e in node.elts])
-        return KV(frozenset(), None)
+            return base
+        if t is ast.UnaryOp:
+            return self.expr(node.operand)  # type: ignore[attr-defined]
+        if t is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _ORDERING:  # type: ignore[attr-defined]
+            left, right = self.expr(node.left), self.expr(node.comparators[0])  # type: ignore[attr-defined]
+            if not (left.data or right.data) and (left.shape or right.shape):
+                # ``offs < n_rows``: a validity mask over an index block. It decides which elements
+                # exist, not what a valid element computes.
+                return KV(_EMPTY, broadcast(left.shape, right.shape), "int")
+            u = left.combine(right)
+            return KV(u.deps, u.shape, "int", u.data)
+        if t is ast.BoolOp or t is ast.Compare:
+            parts = (
+                node.values  # type: ignore[attr-defined]
+                if t is ast.BoolOp
+                else [node.left, *node.comparators]  # type: ignore[attr-defined]
+            )
+            u = _union([self.expr(e) for e in parts])
+            return KV(u.deps, u.shape, "int", u.data)
+        if t is ast.IfExp:
+            return _union([self.expr(node.test), self.expr(node.body), self.expr(node.orelse)])  # type: ignore[attr-defined]
+        if t is ast.Tuple or t is ast.List:
+            return _union([self.expr(e) for e in node.elts])  # type: ignore[attr-defined]
+        return KV(_EMPTY, None)
 
     def subscript(self, node: ast.Subscript) -> KV:
         base = self.expr(node.value)
         idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if base.shape is None:
             return KV(base.deps, None, base.dtype, base.data, base.reduced)
-        dims, src = [], list(base.shape)
+        dims: list[frozenset[str]] = []
+        src = list(base.shape)
         for e in idx:
             if isinstance(e, ast.Constant) and e.value is None:
                 dims.append(frozenset())
@@ -239,7 +273,8 @@ class KernelExprs:
             return KV(deps, (deps,), "int")
         if op in ("zeros", "full", "empty"):
             shape = self._shape_arg(arg(0, "shape"))
-            fill = self.expr(arg(1, "value")) if op == "full" and arg(1, "value") is not None else KV()
+            fill_node = arg(1, "value") if op == "full" else None
+            fill = self.expr(fill_node) if fill_node is not None else KV()
             return KV(fill.deps, shape, _dtype_of(arg(2 if op == "full" else 1, "dtype")))
         if op in ("zeros_like", "full_like"):
             return KV(frozenset(), operand.shape, operand.dtype)
@@ -254,12 +289,21 @@ class KernelExprs:
         if op in ("dot", "dot_scaled"):
             return self._dot(node, method_of, args, kw)
         if op in _RNG:
-            seed = self.expr(arg(0, "seed")) if arg(0, "seed") is not None else KV()
-            offs = self.expr(arg(1, "offset")) if arg(1, "offset") is not None else KV()
+            seed_node, offs_node = arg(0, "seed"), arg(1, "offset")
+            seed = self.expr(seed_node) if seed_node is not None else KV()
+            offs = self.expr(offs_node) if offs_node is not None else KV()
             self.sink("rng", seed.deps | offs.deps, node)
             return KV(frozenset(), offs.shape, "float" if op in ("rand", "randn") else "int", True)
         if op.startswith("atomic_"):
             return self._atomic(node, op, args, kw)
+        if op == "store":
+            ptr = self.expr(args[0]) if args else KV()
+            val_node = args[1] if len(args) > 1 else kw.get("value")
+            val = self.expr(val_node) if val_node is not None else KV()
+            if val.data and val.dtype != "int":
+                # What a sample's output values depend on (addresses and masks excluded).
+                self.sink("output_reduced" if val.reduced else "output", val.deps, node)
+            return KV(ptr.deps)
         if op in _QUIET:
             for a in args:
                 self.expr(a)

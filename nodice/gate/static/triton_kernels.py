@@ -23,7 +23,7 @@ _EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin"}
 class KernelSink:
     """A place in the kernel where the labels decide a reduction's shape or a random draw."""
 
-    kind: str  # reduction_tile | reduction_bound | rng
+    kind: str  # reduction_tile | reduction_bound | reduction_branch | rng | output | output_reduced
     labels: frozenset[str]
     line: int
     text: str
@@ -62,7 +62,7 @@ class KernelInfo:
 
     def axis_sinks(self, axis: int) -> list[KernelSink]:
         keys = {f"pid:{axis}", f"nprog:{axis}"}
-        return [s for s in self.sinks if s.labels & keys]
+        return [s for s in self.sinks if s.labels & keys and s.kind in ("reduction_tile", "reduction_bound")]
 
     @property
     def rng_params(self) -> set[str]:
@@ -70,7 +70,8 @@ class KernelInfo:
 
     @property
     def reduction_params(self) -> set[str]:
-        return {lab for s in self.sinks if s.kind != "rng" for lab in s.labels if ":" not in lab}
+        kinds = ("reduction_tile", "reduction_bound")
+        return {lab for s in self.sinks if s.kind in kinds for lab in s.labels if ":" not in lab}
 
 
 def is_jit(fn: ast.FunctionDef) -> bool:
@@ -129,7 +130,7 @@ def _loop_updates(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
             if isinstance(node.target, ast.Name):
                 selfref.add(node.target.id)
                 inexact.add(node.target.id)
-        elif node.value is not None:
+        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             used = _names_in(node.value)
             top = dotted(node.value.func).split(".")[-1] if isinstance(node.value, ast.Call) else ""
@@ -203,6 +204,10 @@ class _KernelWalker(KernelExprs):
                 self.walk(s.body)
         elif isinstance(s, ast.If):
             cond = self.expr(s.test)
+            params = frozenset(lab for lab in cond.deps if ":" not in lab)
+            if params and _reduction_signature(s.body) != _reduction_signature(s.orelse):
+                # A parameter that picks between two different reductions picks the algorithm.
+                self.sink("reduction_branch", params, s)
             saved = self.control
             self.control = saved | cond.deps
             self.walk(s.body)
@@ -225,16 +230,32 @@ class _KernelWalker(KernelExprs):
         selfref, reinit, inexact = _loop_updates(s.body)
         loop_vars = set(_assigned_names(s.target))
         candidates = (selfref & before) - reinit - loop_vars
+        snapshot = {n: self.env[n].deps for n in before}
         self.walk(s.body)
+        if any(self.env[n].deps != d for n, d in snapshot.items() if n in self.env):
+            self.walk(s.body)  # values carried around the loop reach the next iteration
         accumulators = {n for n in candidates if self.env[n].data}
-        if accumulators:
+        if accumulators & inexact:  # a loop that only takes maxima reduces in any order alike
             for n in accumulators:
                 v = self.env[n]
                 self.env[n] = KV(v.deps, v.shape, v.dtype, v.data, True)
-            if accumulators & inexact:
-                self.reduction(order_sensitive=True)
             # The loop's range decides which elements each program folds, and in what steps.
             self.sink("reduction_bound", bound.deps, s.iter if isinstance(s.iter, ast.Call) else s)
+
+
+_REDUCING_CALLS = {"sum", "reduce", "cumsum", "cumprod", "associative_scan", "dot", "dot_scaled"}
+
+
+def _reduction_signature(body: list[ast.stmt]) -> list[str]:
+    """The reductions a block performs (calls and loop ranges), independent of line numbers."""
+    out = []
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] in _REDUCING_CALLS:
+                out.append(ast.dump(node, annotate_fields=False))
+            elif isinstance(node, ast.For):
+                out.append(ast.dump(node.iter, annotate_fields=False))
+    return sorted(out)
 
 
 def _constexprs(fn: ast.FunctionDef) -> set[str]:

@@ -15,7 +15,7 @@ from nodice.gate.static.triton_kernels import KernelInfo, KernelSink
 from nodice.gate.static.values import V
 
 if TYPE_CHECKING:
-    from nodice.gate.static.dataflow import Analysis, KernelRef, ModuleInfo
+    from nodice.gate.static.program import Analysis, KernelRef, ModuleInfo
 
 OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid", "warmup", "stream"}
 
@@ -89,6 +89,8 @@ class LaunchMixin:
             tiles = [s for s in sinks if s.kind == "reduction_tile"]
             bounds = [s for s in sinks if s.kind == "reduction_bound"]
             rng = [s for s in sinks if s.kind == "rng"]
+            branches = [s for s in sinks if s.kind == "reduction_branch"]
+            outputs = [s for s in sinks if s.kind in ("output", "output_reduced")]
             if tiles or (p in info.constexprs and contract.is_reduction_tile(p) and not bounds):
                 last = (
                     self._kernel_step(kref, tiles[0], f"{p} is the tile of this reduction") if tiles else at
@@ -111,6 +113,28 @@ class LaunchMixin:
                     f"{p} sets the range of a reduction loop in {name} and depends on the batch",
                     (*v.taint, at),
                     self._kernel_step(kref, bounds[0], f"{p} bounds this reduction"),
+                )
+            elif branches and prot is None:
+                self.an.report(
+                    "algorithm_selection_by_batch",
+                    self.mod,
+                    node,
+                    p,
+                    f"{p} chooses between two different reductions in {name} and depends on the batch",
+                    (*v.taint, at),
+                    self._kernel_step(kref, branches[0], f"{p} picks the reduction"),
+                )
+            elif outputs and prot is None and not (bounds or rng):
+                reduced = any(s.kind == "output_reduced" for s in outputs)
+                self.an.report(
+                    "batch_value_in_kernel_output",
+                    self.mod,
+                    node,
+                    p,
+                    f"{p} changes the values {name} computes and depends on the batch",
+                    (*v.taint, at),
+                    self._kernel_step(kref, outputs[0], f"{p} reaches the stored values"),
+                    mechanism="reduction_order" if reduced else "algorithm_selection",
                 )
             elif rng and prot is None:
                 self.an.report(
@@ -147,12 +171,23 @@ class LaunchMixin:
                 )
         batch_axes = {a for a, g in axes if g.taint is not None} if grid is not None else {0}
         for s in info.sinks:
-            if s.kind != "rng":
-                continue
             hit = [a for a in sorted(batch_axes) if f"pid:{a}" in s.labels]
-            if hit:
-                a = hit[0]
-                trace = grid[a].taint if grid is not None and grid[a].taint is not None else ()
+            a = hit[0] if hit else 0
+            trace: tuple[str, ...] = (grid[a].taint or ()) if grid is not None and hit else ()
+            if hit and s.kind in ("output", "output_reduced"):
+                self.an.report(
+                    "batch_value_in_kernel_output",
+                    self.mod,
+                    node,
+                    f"program_id({a})",
+                    f"grid axis {a} of {info.name} grows with the batch and program_id({a}) changes the "
+                    "values it computes: a sample's result depends on where the batch places it or how "
+                    "the work is split",
+                    (*trace, self.step(node, f"grid axis {a} depends on the batch")),
+                    self._kernel_step(kref, s, f"program_id({a}) reaches the stored values"),
+                    mechanism="work_partitioning",
+                )
+            if hit and s.kind == "rng":
                 self.an.report(
                     "rng_seed_from_batch",
                     self.mod,
@@ -233,7 +268,7 @@ class LaunchMixin:
             )
 
     def _heuristics(self, kref: KernelRef, info: KernelInfo, bound: dict[str, V], node: ast.Call) -> None:
-        from nodice.gate.static.dataflow import FuncRef
+        from nodice.gate.static.program import FuncRef
 
         contract = self.an.contract
         shaping = info.reduction_params | {p for p in info.params if contract.is_reduction_tile(p)}

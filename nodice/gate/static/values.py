@@ -86,6 +86,22 @@ def first_taint(*values: V | None) -> Trace | None:
     return None
 
 
+def deep_taint(*values: V | None) -> Trace | None:
+    """Like :func:`first_taint`, but also looks one level into tuples, lists and shapes."""
+    for v in values:
+        if v is None:
+            continue
+        if v.taint is not None:
+            return v.taint
+        if v.items is not None and v.kind in ("seq", "shape"):
+            t = first_taint(*v.items)
+            if t is not None:
+                return t
+        elif v.kind == "shape" and v.batch is not None:
+            return v.batch
+    return None
+
+
 def extend(trace: Trace | None, step: str) -> Trace | None:
     """Append a step unless the trace already ends on the same line."""
     if trace is None:
@@ -124,11 +140,9 @@ def join(a: V, b: V) -> V:
         return V(
             taint=taint, kind="tensor", batch=a.batch or b.batch, rank=a.rank if a.rank == b.rank else None
         )
-    if a.kind in ("seq", "shape") and b.kind == a.kind and a.items is not None and b.items is not None:
-        if len(a.items) == len(b.items):
-            return V(
-                taint=taint, kind=a.kind, items=[join(x, y) for x, y in zip(a.items, b.items, strict=True)]
-            )
+    same_seq = a.kind in ("seq", "shape") and b.kind == a.kind
+    if same_seq and a.items is not None and b.items is not None and len(a.items) == len(b.items):
+        return V(taint=taint, kind=a.kind, items=[join(x, y) for x, y in zip(a.items, b.items, strict=True)])
     if a.kind == "dict" and b.kind == "dict" and a.keys is not None and b.keys is not None:
         keys = dict(a.keys)
         for k, v in b.keys.items():

@@ -1,0 +1,193 @@
+"""Calls into builtins and library namespaces (``torch``, ``triton``, ``math``, ``functools`` …), and methods.
+
+These are modelled by name: what their result depends on, which of them hide
+the code that runs (left unresolved), and which keywords are protected sinks.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import TYPE_CHECKING
+
+from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, join_all
+
+if TYPE_CHECKING:
+    from nodice.gate.static.program import Analysis, ModuleInfo
+
+_IDENTITY_WRAPPERS = {
+    "compile",
+    "script",
+    "trace",
+    "lru_cache",
+    "cache",
+    "wraps",
+    "jit",
+    "no_grad",
+    "inference_mode",
+}
+_OPAQUE_IMPORTS = {"import_module", "__import__", "exec", "eval", "compile", "reload"}
+
+
+class LibraryMixin:
+    an: Analysis
+    mod: ModuleInfo
+
+    if TYPE_CHECKING:
+
+        def step(self, node: ast.AST, note: str = "") -> str: ...
+
+        def src(self, node: ast.AST) -> str: ...
+
+        def expr(self, node: ast.AST | None) -> V: ...
+
+        def keyword_sinks(
+            self, kwargs: dict[str, V], node: ast.AST, callee: str, rng: bool = False
+        ) -> None: ...
+
+        def tensor_method(
+            self, recv: V, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call
+        ) -> V: ...
+
+        def torch_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V: ...
+
+        def rng_seed(self, value: V, node: ast.Call, generator: V | None = None) -> None: ...
+
+    def method_call(self, recv: V, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        if recv.kind == "tensor":
+            return self.tensor_method(recv, name, args, kwargs, node)
+        if recv.kind == "generator" and name == "manual_seed":
+            self.rng_seed(args[0] if args else V(), node, generator=recv)
+            return recv
+        if recv.kind == "dict" and recv.keys is not None:
+            if name == "get" and args:
+                k = args[0]
+                if k.const is not NO_CONST and k.taint is None:
+                    try:
+                        return recv.keys.get(k.const, args[1] if len(args) > 1 else V(const=None))
+                    except TypeError:
+                        pass
+                out = join_all(list(recv.keys.values()) + args[1:2])
+                return out.with_taint(
+                    extend(k.taint, self.step(node, "looked up with a batch-dependent key"))
+                )
+            if name in ("values", "items"):
+                return V(kind="seq", ref=join_all(list(recv.keys.values())))
+            if name in ("update", "setdefault") and args:
+                return V()
+        if recv.kind == "seq" and name in ("append", "extend", "insert") and args:
+            if recv.items is not None:
+                recv.items.append(args[-1])
+            return V(const=None)
+        self.keyword_sinks(kwargs, node, name)
+        return V(taint=deep_taint(recv, *args, *kwargs.values()), opaque=True)
+
+    def py_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        parts = name.split(".")
+        root, fn = parts[0], parts[-1]
+        if root == "builtins":
+            return self.builtin_call(fn, args, kwargs, node)
+        if fn in _OPAQUE_IMPORTS and root in ("importlib", "builtins"):
+            return self.opaque(node, f"{fn}() hides which code runs")
+        if fn in _IDENTITY_WRAPPERS and root in ("torch", "functools", "triton"):
+            return (
+                args[0]
+                if args and args[0].kind in ("func", "kernel", "class")
+                else V(kind="py", ref="identity")
+            )
+        if name == "identity":
+            return args[0] if args else V()
+        if root == "functools" and fn == "partial" and args:
+            return V(kind="partial", ref=(args[0], args[1:], kwargs))
+        if fn in ("manual_seed", "seed", "manual_seed_all") and root in ("torch", "random", "numpy"):
+            self.rng_seed(args[0] if args else kwargs.get("seed", V()), node)
+            return V()
+        if root == "torch" and len(parts) > 1 and parts[1] in ("ops", "library", "utils", "cuda", "backends"):
+            if fn == "Generator":
+                return V(kind="generator", ref={"seeded_loop": None})
+            self.keyword_sinks(kwargs, node, name)
+            return (
+                V(kind="py", ref=f"{name}()")
+                if fn == "get_device_properties"
+                else V(taint=deep_taint(*args, *kwargs.values()), opaque=True)
+            )
+        if root in ("torch", "numpy"):
+            self.keyword_sinks(kwargs, node, name, rng=True)
+            return self.torch_call(name, args, kwargs, node)
+        self.keyword_sinks(kwargs, node, name)
+        return V(taint=deep_taint(*args, *kwargs.values()), opaque=root not in ("math", "triton"))
+
+    def opaque(self, node: ast.AST, why: str) -> V:
+        self.an.report(
+            "opaque_dispatch", self.mod, node, "dispatch", why, (), self.step(node, "not followed")
+        )
+        return V(opaque=True)
+
+    def builtin_call(self, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        first = args[0] if args else V()
+        if fn == "len":
+            if first.kind == "tensor" and first.batch is not None and first.baxis == 0:
+                return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+            if first.kind in ("seq", "shape") and first.items is not None:
+                return V(const=len(first.items), taint=first.taint)
+            return V(taint=first.taint or (first.batch if first.kind == "shape" else None))
+        if fn == "range":
+            return V(kind="range", taint=deep_taint(*args))
+        if fn == "enumerate":
+            return V(kind="enumerate", ref=first)
+        if fn in ("exec", "eval", "compile", "__import__", "globals", "locals", "vars"):
+            return self.opaque(node, f"{fn}() hides which code runs")
+        if fn == "getattr" and len(args) >= 2:
+            name = args[1]
+            if isinstance(name.const, str):
+                attr = ast.Attribute(value=node.args[0], attr=name.const, ctx=ast.Load())
+                ast.copy_location(attr, node)
+                return self.expr(attr)
+            if name.taint is not None:
+                return V(
+                    taint=extend(name.taint, self.step(node, "attribute chosen by a batch-dependent name"))
+                )
+            return self.opaque(node, "getattr with a computed name hides which code runs")
+        if fn in ("list", "tuple", "sorted", "reversed", "set", "frozenset"):
+            if first.kind in ("seq", "shape"):
+                return V(
+                    kind="seq",
+                    items=list(first.items) if first.items is not None else None,
+                    taint=first.taint or (first.batch if first.items is None else None),
+                    ref=first.ref,
+                )
+            return V(kind="seq", taint=first.taint, ref=V(taint=first.taint))
+        if fn == "dict":
+            return V(kind="dict", keys=dict(kwargs))
+        if fn == "zip":
+            return V(kind="seq", ref=V(kind="seq", items=[_element(a) for a in args]))
+        if fn in (
+            "isinstance",
+            "issubclass",
+            "hasattr",
+            "callable",
+            "print",
+            "id",
+            "type",
+            "repr",
+            "str",
+            "format",
+        ):
+            return V()
+        consts = [a.const for a in args]
+        const = NO_CONST
+        if (
+            fn in ("max", "min", "abs", "int", "round")
+            and args
+            and all(isinstance(c, int | float) and not isinstance(c, bool) for c in consts)
+        ):
+            const = getattr(builtins, fn)(*consts)
+        return V(taint=deep_taint(*args, *kwargs.values()), const=const)
+
+
+def _element(v: V) -> V:
+    if v.kind in ("seq", "shape") and v.items:
+        return join_all(v.items)
+    if v.kind == "seq" and isinstance(v.ref, V):
+        return v.ref
+    return V(taint=v.taint, kind="tensor" if v.kind == "tensor" else "value")

@@ -1,0 +1,199 @@
+"""Native code: .cu/.cpp files next to the candidate and sources embedded in Python strings."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from nodice.gate.static import run_static
+from nodice.tasks import get_task
+
+PY_LOADER = """
+import torch
+from torch.utils.cpp_extension import load
+
+_ext = load(name="rownorm", sources=["{source}"])
+
+
+def kernel(x, weight, eps):
+    return _ext.forward(x, weight, eps)
+"""
+
+SPLIT_FROM_BATCH_CU = r"""
+#include <torch/extension.h>
+
+__global__ void partial_sumsq(const float* x, float* part, int hidden, int num_splits) {
+    int row = blockIdx.x;
+    int split = blockIdx.y;
+    int chunk = (hidden + num_splits - 1) / num_splits;
+    float acc = 0.f;
+    for (int i = split * chunk + threadIdx.x; i < min(hidden, (split + 1) * chunk); i += blockDim.x) {
+        acc += x[row * hidden + i] * x[row * hidden + i];
+    }
+    part[(row * num_splits + split) * blockDim.x + threadIdx.x] = acc;
+}
+
+torch::Tensor forward(torch::Tensor x, torch::Tensor weight, double eps) {
+    const int batch = x.size(0);
+    const int hidden = x.size(1);
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    int num_splits = std::max(1, sms / batch);
+    auto part = torch::empty({batch, num_splits, 256}, x.options());
+    partial_sumsq<<<dim3(batch, num_splits), 256>>>(x.data_ptr<float>(), part.data_ptr<float>(), hidden,
+                                                     num_splits);
+    return part;
+}
+"""
+
+
+def write(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    return tmp_path / "cand.py"
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_split_count_from_batch_and_sm_count_in_a_cu_file(tmp_path: Path) -> None:
+    cand = write(
+        tmp_path, {"cand.py": PY_LOADER.replace("{source}", "rownorm.cu"), "rownorm.cu": SPLIT_FROM_BATCH_CU}
+    )
+    violations, _ = run_static(cand, get_task("rmsnorm"))
+    f = next(f for f in violations if f.rule == "native_split_count")
+    assert (
+        f.file.endswith("rownorm.cu") and f.protected == "NUM_SPLITS" and f.mechanism == "work_partitioning"
+    )
+    assert f.line == line_of(SPLIT_FROM_BATCH_CU, "int num_splits = std::max")
+    assert any("x.size(0)" in step for step in f.path), f.path
+
+
+def test_split_from_sm_count_alone_is_unresolved(tmp_path: Path) -> None:
+    cu = SPLIT_FROM_BATCH_CU.replace("sms / batch", "sms / 4")
+    cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "rownorm.cu"), "rownorm.cu": cu})
+    violations, unresolved = run_static(cand, get_task("rmsnorm"))
+    assert not [f for f in violations if f.rule == "native_split_count"]
+    assert any(f.rule == "native_split_from_sm_count" for f in unresolved)
+
+
+EMBEDDED = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+__global__ void sumsq_atomic(const float* x, float* out, int hidden) {
+    int row = blockIdx.x;
+    float partial = 0.f;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+        partial += x[row * hidden + i] * x[row * hidden + i];
+    atomicAdd(&out[row], partial);
+}
+__global__ void count_rows(int* counter) {
+    atomicAdd(counter, 1);
+}
+"""
+
+_ext = load_inline(name="sumsq", cpp_sources="", cuda_sources=CUDA_SRC, functions=["sumsq"])
+
+
+def kernel(x, weight, eps):
+    return _ext.sumsq(x, weight, eps)
+'''
+
+
+def test_float_atomic_add_in_embedded_cuda(tmp_path: Path) -> None:
+    cand = write(tmp_path, {"cand.py": EMBEDDED})
+    violations, unresolved = run_static(cand, get_task("rmsnorm"))
+    atomics = [f for f in violations if f.rule == "native_float_atomic"]
+    assert len(atomics) == 1, [(f.rule, f.line) for f in violations]
+    assert atomics[0].line == line_of(EMBEDDED, "atomicAdd(&out[row]")
+    assert atomics[0].file.endswith("cand.py") and atomics[0].mechanism == "atomics"
+    assert not [f for f in unresolved if f.rule == "atomic_add_unknown_dtype"]
+
+
+DISPATCH_CU = r"""
+template <int ROWS_PER_BLOCK>
+__global__ void rmsnorm_rows(const float* x, const float* w, float* y, int hidden, int batch, float eps) {
+    int row = blockIdx.x * ROWS_PER_BLOCK;
+    if (row >= batch) return;
+    float acc = 0.f;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) acc += x[row * hidden + i] * x[row * hidden + i];
+    y[row] = acc;
+}
+
+void launch(const float* x, const float* w, float* y, int batch, int hidden, float eps) {
+    if (batch < 32) {
+        rmsnorm_rows<1><<<batch, 128>>>(x, w, y, hidden, batch, eps);
+    } else {
+        rmsnorm_rows<4><<<(batch + 3) / 4, 512>>>(x, w, y, hidden, batch, eps);
+    }
+}
+"""
+
+
+def test_host_dispatch_on_batch_size(tmp_path: Path) -> None:
+    cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "rows.cu"), "rows.cu": DISPATCH_CU})
+    violations, _ = run_static(cand, get_task("rmsnorm"))
+    f = next(f for f in violations if f.rule == "native_batch_dispatch")
+    assert f.mechanism == "algorithm_selection" and f.line == line_of(DISPATCH_CU, "if (batch < 32)")
+
+
+def test_grid_strided_reduction_and_harmless_row_loop(tmp_path: Path) -> None:
+    cu = r"""
+    __global__ void sum_grid(const float* x, float* partial, int n) {
+        float acc = 0.f;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+            acc += x[i];
+        }
+        partial[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+    }
+
+    __global__ void rows(const float* x, float* y, int batch, int hidden) {
+        for (int row = blockIdx.x; row < batch; row += gridDim.x) {
+            float acc = 0.f;
+            for (int i = threadIdx.x; i < hidden; i += blockDim.x) acc += x[row * hidden + i];
+            y[row] = acc;
+        }
+    }
+    """
+    cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "grid.cu"), "grid.cu": cu})
+    violations, _ = run_static(cand, get_task("rmsnorm"))
+    hits = [f for f in violations if f.rule == "native_grid_partitioned_reduction"]
+    assert len(hits) == 1 and hits[0].line == line_of(textwrap.dedent(cu), "i += gridDim.x * blockDim.x")
+
+
+def test_native_file_sharing_the_candidate_stem_is_read(tmp_path: Path) -> None:
+    py = PY_LOADER.replace('sources=["{source}"]', "sources=[__file__.replace('.py', '.cu')]")
+    cand = write(tmp_path, {"cand.py": py, "cand.cu": SPLIT_FROM_BATCH_CU, "other.cu": DISPATCH_CU})
+    violations, _ = run_static(cand, get_task("rmsnorm"))
+    assert {f.file.rsplit("/", 1)[-1] for f in violations} == {"cand.cu"}
+
+
+def test_clean_native_kernel_passes(tmp_path: Path) -> None:
+    cu = r"""
+    __global__ void rmsnorm_row(const float* x, const float* w, float* y, int hidden, float eps) {
+        int row = blockIdx.x;
+        __shared__ float red[256];
+        float acc = 0.f;
+        for (int i = threadIdx.x; i < hidden; i += 256) acc += x[row * hidden + i] * x[row * hidden + i];
+        red[threadIdx.x] = acc;
+        __syncthreads();
+        for (int s = 128; s > 0; s >>= 1) {
+            if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+            __syncthreads();
+        }
+        float rstd = rsqrtf(red[0] / hidden + eps);
+        for (int i = threadIdx.x; i < hidden; i += 256)
+            y[row * hidden + i] = x[row * hidden + i] * rstd * w[i];
+    }
+
+    void launch(const float* x, const float* w, float* y, int batch, int hidden, float eps) {
+        if (batch == 0) return;
+        rmsnorm_row<<<batch, 256>>>(x, w, y, hidden, eps);
+    }
+    """
+    cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "ok.cu"), "ok.cu": cu})
+    violations, unresolved = run_static(cand, get_task("rmsnorm"))
+    assert violations == [] and unresolved == []
