@@ -1,0 +1,112 @@
+"""The gemm task: the seed passes the gate on CPU, the violating variants are caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import nodice
+from nodice.gate.pipeline import check
+from nodice.tasks import get_task
+from nodice.tasks.base import Workload
+
+EXAMPLES = Path(nodice.__file__).parent / "examples" / "gemm"
+SEED = EXAMPLES / "seed.py"
+VARIANTS = sorted(p for p in EXAMPLES.glob("*.py") if p.stem != "seed")
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_seed_is_correct_and_batch_invariant(seed: int) -> None:
+    r = check(SEED, "gemm", device="cpu", seed=seed)
+    assert r.verdict == "pass", r.reason
+    verdicts = {s.name: s.verdict for s in r.stages}
+    assert verdicts["static"] == verdicts["correctness"] == verdicts["dynamic"] == "pass", verdicts
+    assert r.stage("dynamic").stats["contexts"] == len(get_task("gemm").contexts(CPU)) + 2
+
+
+def test_there_are_at_least_two_violating_variants() -> None:
+    assert len(VARIANTS) >= 2
+    for v in VARIANTS:
+        assert v.read_text().startswith('"""VIOLATES batch invariance:'), v.name
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda p: p.stem)
+def test_violating_variant_is_also_rejected_statically(variant: Path) -> None:
+    r = check(variant, "gemm", device="cpu", correctness=False, dynamic=False)
+    assert r.verdict == "bi_violation", r.reason
+    assert r.findings and r.findings[0].file.endswith(variant.name)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda p: p.stem)
+def test_violating_variant_is_caught_by_dynamic_validation(variant: Path) -> None:
+    # Static analysis off: this is about what the batches themselves show.
+    r = check(variant, "gemm", device="cpu", seed=0, static=False)
+    assert r.verdict == "bi_violation", r.reason
+    # Correct maths: only batch invariance fails.
+    assert r.stage("correctness").verdict == "pass"
+    m = r.mismatch
+    assert m is not None
+    assert m.output == "c"
+    assert m.context["batch_size"] > 1 and m.context["name"].startswith("M=")
+    assert len(m.index) == 1 and 0 <= m.index[0] < 256
+    assert m.expected != m.got
+    assert 0 < m.differing <= m.total == 256
+
+
+def test_reference_correctness_rejects_a_k_loop_that_drops_the_last_block(tmp_path: Path) -> None:
+    source = SEED.read_text()
+    loop = "for k in range(0, K, BLOCK_K):"
+    assert loop in source
+    wrong = tmp_path / "short_k_loop.py"
+    wrong.write_text(source.replace(loop, "for k in range(0, K - BLOCK_K, BLOCK_K):"))
+    r = check(wrong, "gemm", device="cpu", seed=0, static=False)
+    assert r.verdict == "incorrect"
+    assert r.reason.startswith("correctness: batch=1: c[0,")
+
+
+def test_compose_and_select_map_each_sample_to_its_own_row() -> None:
+    task = get_task("gemm")
+    gen = torch.Generator().manual_seed(3)
+    problem = task.problem(gen, CPU, torch.float32)
+    samples = [task.sample(problem, gen) for _ in range(5)]
+    a, b = task.compose(problem, samples, gen)
+    assert a.shape == (5, problem.dims["K"]) and a.is_contiguous()
+    assert b is problem.shared["b"] and b.shape == (problem.dims["K"], problem.dims["N"])
+    batch_out = task.reference(a, b)
+    for i, s in enumerate(samples):
+        assert torch.equal(a[i], s.tensors["a"])
+        (row,) = task.select(batch_out, i)
+        (alone,) = task.select(task.reference(*task.compose(problem, [s], gen)), 0)
+        torch.testing.assert_close(row, alone, rtol=0, atol=1e-5)
+        torch.testing.assert_close(row, (s.tensors["a"].double() @ b.double()).float())
+
+
+def test_contexts_cross_the_small_m_and_tile_thresholds() -> None:
+    task = get_task("gemm")
+    cpu_sizes = {c.batch_size for c in task.contexts(CPU)}
+    assert {16, 17, 64, 65} <= cpu_sizes
+    gpu_sizes = {c.batch_size for c in task.contexts(torch.device("cuda"))}
+    assert {64, 65, 128, 129, 512, 513} <= gpu_sizes and max(gpu_sizes) > 132 * 128
+
+
+def test_describes_itself_with_real_model_shapes() -> None:
+    d = get_task("gemm").describe()
+    assert (d["name"], d["family"], d["arity"]) == ("gemm", "gemm", 2)
+    assert d["signature"].startswith("kernel(a[M,K] bf16, b[K,N] bf16) -> c[M,N] bf16")
+    shapes = {(w["K"], w["N"]) for w in d["workloads"]}
+    # Llama-3-8B's QKV, O, gate_up and down projections.
+    assert {(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)} <= shapes
+    assert any(w["model"].startswith("Qwen3") for w in d["workloads"])
+    assert {w["M"] for w in d["workloads"]} == {64, 4096}
+
+
+def test_flops_and_bytes() -> None:
+    task = get_task("gemm")
+    w = Workload("tiny", {"M": 2, "K": 3, "N": 5})
+    assert task.flops(w) == 2 * 2 * 3 * 5
+    assert task.bytes_moved(w, torch.bfloat16) == (2 * 3 + 3 * 5 + 2 * 5) * 2
+    args = task.workload_inputs(w, torch.Generator().manual_seed(0), CPU, torch.float32)
+    assert [tuple(t.shape) for t in args] == [(2, 3), (3, 5)]
