@@ -115,14 +115,14 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
         result.verdict, result.cheat_rule, result.reason, result.error = "cheat", v.rule, v.line(), None
         scores = []
         result.stages.append(StageResult("guards", "reject", 0.0, v.line()))
+    # Exceptions raised by the candidate need no restart by themselves: the worker's health check
+    # after the job (CUDA context, harness, threads) decides whether this process may go on.
     tainted = guardian.violation is not None and guardian.violation.rule in _TAINTING_RULES
-    # A crash mid-call may leave half-done work (device state, locks) behind.
-    crashed = result.verdict == "error" and "crashed" in (result.error or "")
     _forget_candidate_modules(modules_before, path.resolve().parent)
     return {
         "check": result.to_dict(),
         "scores": scores,
         "timings": timings,
-        "tainted": tainted or crashed,
-        "taint_reason": (result.reason if tainted or crashed else ""),
+        "tainted": tainted,
+        "taint_reason": result.reason if tainted else "",
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 RULE = "background-thread"
 DESCRIPTION = "leaves a thread running after the call returns (work outside the timed region)"
@@ -27,6 +28,13 @@ class ThreadCensus:
     def __init__(self, native: bool = True) -> None:
         self.python = {t.ident for t in threading.enumerate()}
         self.native = os_thread_count() if native else None
+
+    def join_new(self, timeout_s: float) -> None:
+        """Give threads started since the census up to ``timeout_s`` (in all) to finish."""
+        deadline = time.monotonic() + timeout_s
+        for t in threading.enumerate():
+            if t.ident not in self.python and t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
 
     def new_threads(self) -> str | None:
         fresh = [t for t in threading.enumerate() if t.ident not in self.python and t.is_alive()]

@@ -140,6 +140,15 @@ def _fingerprint(value: Any, depth: int = 3) -> Any:
     return id(value)
 
 
+def _hot_comparable(v: Any) -> bool:
+    """Values whose full-snapshot record is their identity or their value (no nested fingerprint)."""
+    if isinstance(v, (int, float, str, bytes, bool, type(None))):
+        return True
+    if isinstance(v, type(sys)) or (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+        return False
+    return callable(v)
+
+
 def _nodice_modules() -> list[tuple[str, Any]]:
     return [(n, m) for n, m in list(sys.modules.items()) if n.startswith("nodice") and m is not None]
 
@@ -152,11 +161,11 @@ def _nodice_entries(hot: bool) -> dict[str, Any]:
             continue  # candidate modules are named nodice_candidate_*
         if hot:
             if name.startswith("nodice.gate."):
-                # Everything but containers and submodules, recorded as the full snapshot records it.
+                # Functions, classes and plain values, recorded as the full snapshot records them.
                 out.update(
                     (f"{name}.{attr}", _fingerprint(v, 0))
                     for attr, v in list(vars(module).items())
-                    if not isinstance(v, (type(sys), dict, list, tuple, set, frozenset))
+                    if _hot_comparable(v)
                 )
             continue
         for attr, value in list(vars(module).items()):

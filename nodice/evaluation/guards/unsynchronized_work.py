@@ -9,6 +9,7 @@ and a pause: any difference means some of the work was still in flight.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,8 +19,10 @@ from nodice.evaluation.guards.bits import differing, same_bits
 RULE = "unsynchronized-work"
 DESCRIPTION = "returns before its work is done (another stream or thread finishes it later)"
 
-# Long enough for a straggling thread or stream to land its writes.
+# Long enough for a straggling native thread to land its writes (Python threads are joined).
 SETTLE_S = 0.05
+# How long threads started by the call get to finish before the comparison.
+JOIN_S = 2.0
 
 
 def snapshot(out: Any) -> list[torch.Tensor]:
@@ -28,7 +31,9 @@ def snapshot(out: Any) -> list[torch.Tensor]:
     return [o.detach().clone() for o in outs if isinstance(o, torch.Tensor)]
 
 
-def settled_difference(out: Any, early: list[torch.Tensor], stream_before: Any) -> str | None:
+def settled_difference(
+    out: Any, early: list[torch.Tensor], stream_before: Any, join: Callable[[float], None]
+) -> str | None:
     outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(o, torch.Tensor)]
     on_cuda = any(o.is_cuda for o in outs)
     if on_cuda:
@@ -36,6 +41,7 @@ def settled_difference(out: Any, early: list[torch.Tensor], stream_before: Any) 
             return "the call changed the current CUDA stream"
         torch.cuda.synchronize()
     time.sleep(SETTLE_S)
+    join(JOIN_S)
     if on_cuda:
         torch.cuda.synchronize()
     for i, (late, first) in enumerate(zip(outs, early, strict=False)):

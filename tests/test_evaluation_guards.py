@@ -1,0 +1,201 @@
+"""Anti-cheat rules in-process: each rule fires on its hack and stays quiet on honest code."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from nodice.evaluation.guards import (
+    RULES,
+    fake_output,
+    harness_tampering,
+    library_call,
+    precision_downgrade,
+    static_violation,
+)
+from nodice.evaluation.guards.guardian import Guardian
+from nodice.gate.loader import load_candidate
+from nodice.gate.result import CheatDetected
+from nodice.gate.runtime import prepare
+from nodice.tasks import available, get_task
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "nodice" / "examples"
+HOSTILE = Path(__file__).parent / "adversarial"
+CPU = torch.device("cpu")
+
+
+def test_every_rule_has_a_name_and_a_description() -> None:
+    assert set(RULES) == {
+        "library-call",
+        "harness-tampering",
+        "fake-output",
+        "input-mutation",
+        "unsynchronized-work",
+        "background-thread",
+        "uninitialised-memory",
+        "precision-downgrade",
+        "cached-output",
+    }
+    assert all(RULES.values())
+
+
+@pytest.mark.parametrize("task_name", [t for t in available() if (EXAMPLES / t).is_dir()])
+def test_static_rules_accept_every_bundled_example(task_name: str) -> None:
+    task = get_task(task_name)
+    for f in sorted((EXAMPLES / task_name).glob("*.py")):
+        assert static_violation(f.read_text(), str(f), task) is None, f.name
+
+
+def _static(source: str, task_name: str) -> CheatDetected | None:
+    return static_violation(source, "cand.py", get_task(task_name))
+
+
+def test_library_call_static_rule_names_the_call_and_line() -> None:
+    hit = _static(
+        "import torch\n\ndef kernel(x, w, eps):\n    return torch.rms_norm(x, (4,), w, eps)\n", "rmsnorm"
+    )
+    assert hit is not None and hit.rule == "library-call" and "cand.py:4" in str(hit)
+    assert _static("from torch.nn.functional import rms_norm\n", "rmsnorm") is not None
+    assert _static("import flash_attn\n", "rmsnorm") is None  # forbidden for attention, not for norms
+    assert _static("import nodice.tasks\n", "rmsnorm") is not None
+
+
+@pytest.mark.skipif("gemm" not in available(), reason="gemm task not installed")
+def test_library_call_static_rule_knows_triton_dot_from_a_matmul() -> None:
+    assert _static("def kernel(a, b):\n    return a @ b\n", "gemm") is not None
+    assert _static("def kernel(a, b):\n    return a.mm(b)\n", "gemm") is not None
+    triton_dot = "import triton.language as tl\n\ndef f(a, b, acc):\n    return tl.dot(a, b, acc)\n"
+    assert _static(triton_dot, "gemm") is None
+
+
+def test_harness_static_rule() -> None:
+    for source in (
+        "import time\ntime.perf_counter = lambda: 0.0\n",
+        "import torch\nsetattr(torch.cuda, 'Event', object)\n",
+        "import sys\nf = sys._getframe(1)\n",
+        "import os\nos.kill(os.getppid(), 9)\n",
+    ):
+        hit = harness_tampering.static_check(ast.parse(source))
+        assert hit is not None, source
+    assert harness_tampering.static_check(ast.parse("y = x.clone()\nstate = {}\nstate['k'] = 1\n")) is None
+
+
+def test_harness_snapshot_sees_a_patched_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = harness_tampering.HarnessSnapshot.take()
+    assert before.changes(harness_tampering.HarnessSnapshot.take()) == []
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    changes = before.changes(harness_tampering.HarnessSnapshot.take(hot=True))
+    assert any("time.perf_counter" in c for c in changes)
+
+
+def test_harness_snapshot_sees_changed_tolerances(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodice.tasks import base
+
+    before = harness_tampering.HarnessSnapshot.take()
+    monkeypatch.setitem(base.DEFAULT_TOLERANCES, torch.float32, base.Tolerance(1.0, 1.0))
+    assert any("DEFAULT_TOLERANCES" in c for c in before.changes(harness_tampering.HarnessSnapshot.take()))
+
+
+def test_library_watch_sees_calls_by_any_route() -> None:
+    task = get_task("rmsnorm")
+    library_call.install_reference_tripwire(task)
+    watch = library_call.LibraryWatch(library_call.forbidden_for(task))
+    x, w = torch.randn(2, 8), torch.ones(8)
+    for call in (
+        lambda: torch.nn.functional.rms_norm(x, (8,), w, 1e-6),
+        lambda: getattr(torch, "rms" + "_norm")(x, (8,), w, 1e-6),
+        lambda: get_task("rmsnorm").reference(x, w, 1e-6),
+    ):
+        watch.hits.clear()
+        with library_call.watching(watch):
+            call()
+        assert watch.hits, call
+    watch.hits.clear()
+    get_task("rmsnorm").reference(x, w, 1e-6)  # the harness itself may call it: not watched
+    with library_call.watching(watch):
+        (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)) * w
+    assert watch.hits == []
+
+
+class _LazyTensor(torch.Tensor):
+    pass
+
+
+def test_fake_output_rule() -> None:
+    x = torch.randn(4, 8)
+    names = ("y",)
+    assert fake_output.inspect_outputs(torch.randn(4, 8), (x,), names) is None
+    lazy = torch.randn(4, 8).as_subclass(_LazyTensor)
+    assert "subclass" in (fake_output.inspect_outputs(lazy, (x,), names) or "")
+    assert "meta" in (fake_output.inspect_outputs(torch.empty(4, 8, device="meta"), (x,), names) or "")
+    assert "non-contiguous" in (fake_output.inspect_outputs(torch.randn(8, 4).t(), (x,), names) or "")
+    assert "aliases input" in (fake_output.inspect_outputs(x[:, :], (x,), names) or "")
+    assert "share memory" in (fake_output.inspect_outputs((x.clone(),) * 2, (), ("a", "b")) or "")
+
+
+def test_round_mantissa() -> None:
+    t = torch.tensor([1.0 + 2**-12, 1.0 + 2**-10, 3.0, -1.5 - 3 * 2**-12])
+    assert torch.equal(precision_downgrade.round_mantissa(t, 10), t.half().float())
+    assert torch.equal(precision_downgrade.round_mantissa(t, 7), t.bfloat16().float())
+
+
+def _bf16_rmsnorm_case() -> tuple[tuple[torch.Tensor, torch.Tensor, float], torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(64, 1024, generator=gen) * 1.5).bfloat16()
+    w = (torch.randn(1024, generator=gen) * 0.1 + 1.0).bfloat16()
+    args = (x, w, 1e-6)
+    return args, get_task("rmsnorm").reference(*args)
+
+
+def test_precision_rule_passes_an_honest_kernel_one_ulp_off_everywhere() -> None:
+    args, ref = _bf16_rmsnorm_case()
+    # The worst an honest fp32-accumulating bf16 kernel does: every output one ulp from the reference.
+    one_ulp_off = torch.nextafter(ref.float(), torch.full_like(ref.float(), float("inf"))).bfloat16()
+    one_ulp_off = torch.where(one_ulp_off == ref, ref.float().mul(1 + 2**-7).bfloat16(), one_ulp_off)
+    task = get_task("rmsnorm")
+    assert precision_downgrade.judge(task, args, one_ulp_off, ref, torch.bfloat16) is None
+
+
+def test_precision_rule_catches_an_fp8_kernel() -> None:
+    args, ref = _bf16_rmsnorm_case()
+    x, w, eps = args
+    fp8 = (x.to(torch.float8_e4m3fn).float(), w.to(torch.float8_e4m3fn).float())
+    rstd = torch.rsqrt(fp8[0].pow(2).mean(-1, keepdim=True) + eps)
+    out = (fp8[0] * rstd * fp8[1]).bfloat16()
+    verdict = precision_downgrade.judge(get_task("rmsnorm"), args, out, ref, torch.bfloat16)
+    assert verdict is not None and "below bfloat16 precision" in verdict
+
+
+def _guard(candidate: str) -> Guardian:
+    prepare(CPU)
+    guardian = Guardian(get_task("rmsnorm"), CPU, torch.float32, seed=3)
+    guardian(load_candidate(HOSTILE / candidate, "kernel", 3))
+    return guardian
+
+
+def test_guardian_passes_an_honest_kernel_and_wraps_it() -> None:
+    guardian = _guard("control_honest.py")
+    assert guardian.violation is None and guardian.guarded is not None and guardian.first_call_ms
+    x, w = torch.randn(3, 16), torch.ones(16)
+    assert guardian.guarded(x, w, 1e-6).shape == (3, 16)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "rule"),
+    [
+        ("cheat_pointer_cache.py", "cached-output"),
+        ("cheat_stale_memory.py", "uninitialised-memory"),
+        ("cheat_precision.py", "precision-downgrade"),
+        ("cheat_late_writer.py", "unsynchronized-work"),
+        ("cheat_input_mutation.py", "input-mutation"),
+        ("cheat_library_runtime.py", "library-call"),
+    ],
+)
+def test_guardian_probes_name_the_rule(candidate: str, rule: str) -> None:
+    with pytest.raises(CheatDetected) as caught:
+        _guard(candidate)
+    assert caught.value.rule == rule
