@@ -14,8 +14,8 @@ from nodice.evolution.agents.builtin import BuiltinAgent
 from nodice.evolution.engine import Engine, EvolveSummary
 from nodice.evolution.start import EvolveOptions, prepare_run
 
-# Seed + 4 candidates: enough for the operator to try a batch-adaptive rewrite and a sound one.
-BUILTIN_BUDGET = 5
+# Seed + 3 candidates: enough for the operator to try a batch-adaptive rewrite and a sound one.
+BUILTIN_BUDGET = 4
 
 
 @functools.cache

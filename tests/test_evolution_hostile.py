@@ -13,11 +13,12 @@ from tests.conftest import EXAMPLES
 
 SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
 BROKEN = "import torch\n\ndef kernel(x, weight, eps):\n    return torch.empty_like(x)[\n"
-BI_VIOLATING = (EXAMPLES / "rmsnorm" / "torch_path_small_batch.py").read_text()
 
 
 def test_hostile_edits_are_refused(tmp_path: Path) -> None:
-    run, config, _ = prepare_run(EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu", budget=10))
+    run, config, _ = prepare_run(
+        EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu", budget=10)
+    )
     session = RunSession(run, config)
     tools = AgentTools(session, KnowledgeBase(), "hostile")
     try:
@@ -33,19 +34,15 @@ def test_hostile_edits_are_refused(tmp_path: Path) -> None:
         answer = tools.call("commit", {"message": "faster"})
         assert answer.startswith("not committed") and "error" in answer and "syntax error" in answer
 
-        # A batch-dependent code path: the gate rejects it, the commit is refused.
-        tools.call("write_file", {"path": "kernel.py", "content": BI_VIOLATING})
-        answer = tools.call("commit", {"message": "eager path for decode batches"})
-        assert answer.startswith("not committed") and "bi_violation" in answer
-        done = session.evaluations_done()
         # Insisting costs nothing and changes nothing: a rejection stays a rejection.
         again = tools.call("commit", {"message": "please"})
-        assert again.startswith("not committed") and session.evaluations_done() == done == 2
+        assert again.startswith("not committed") and session.evaluations_done() == 1
+        # (A batch-dependent commit through the tools is refused in test_evolution_openai.)
 
         assert session.versions() == []
         head_kernel = Lineage(run.root).show("HEAD", "workspace/kernel.py")
         assert head_kernel == SEED
-        assert [a.outcome for a in session.journal.attempts()] == ["error", "bi_violation"]
+        assert [a.outcome for a in session.journal.attempts()] == ["error"]
     finally:
         session.close()
     assert not (tmp_path / "evil.py").exists() and (run.root / "run.json").read_text().startswith("{")

@@ -32,7 +32,11 @@ def _tool_calls(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": f"call_{name}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            {
+                "id": f"call_{name}_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
             for i, (name, args) in enumerate(calls)
         ],
     }
@@ -73,7 +77,12 @@ def _script() -> list[Reply]:
             ("commit", {"message": "narrow tile for small batches"}),
         )
 
-    return [read, edit, bench, commit, hostile]
+    def done(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        [_, refusal] = _last_tool_results(messages)
+        assert refusal.startswith("not committed") and "bi_violation" in refusal, refusal
+        return {"role": "assistant", "content": "The gate refused it; I have nothing better to try."}
+
+    return [read, edit, bench, commit, hostile, done]
 
 
 class ScriptedChatServer:
@@ -91,15 +100,22 @@ class ScriptedChatServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path != "/v1/chat/completions" or self.headers.get("Authorization") != f"Bearer {API_KEY}":
+                if (
+                    self.path != "/v1/chat/completions"
+                    or self.headers.get("Authorization") != f"Bearer {API_KEY}"
+                ):
                     self.send_error(401 if self.path == "/v1/chat/completions" else 404)
                     return
                 server.requests.append(body)
                 try:
-                    message = server.script.pop(0)(body["messages"]) if server.script else {
-                        "role": "assistant",
-                        "content": "I have nothing more to try.",
-                    }
+                    message = (
+                        server.script.pop(0)(body["messages"])
+                        if server.script
+                        else {
+                            "role": "assistant",
+                            "content": "I have nothing more to try.",
+                        }
+                    )
                 except AssertionError as exc:  # a script check failed: report it to the test
                     server.errors.append(f"reply {len(server.requests)}: {exc!r}")
                     message = {"role": "assistant", "content": "script check failed"}
@@ -142,7 +158,9 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     root = tmp_path_factory.mktemp("openai") / "run"
     with ScriptedChatServer(_script()) as server:
         run, config, _ = prepare_run(
-            EvolveOptions(task="rmsnorm", run_dir=root, device="cpu", budget=3, agent="openai", model="scripted")
+            EvolveOptions(
+                task="rmsnorm", run_dir=root, device="cpu", budget=4, agent="openai", model="scripted"
+            )
         )
         agent = OpenAIAgent(model="scripted", base_url=server.url, api_key=API_KEY)
         console = Console(record=True, width=200, force_terminal=False)
@@ -156,7 +174,13 @@ def test_tool_calls_travel_over_http_and_commit_a_faster_version(scripted_run) -
     first = server.requests[0]
     assert first["model"] == "scripted"
     assert {t["function"]["name"] for t in first["tools"]} >= {
-        "read_file", "edit_file", "run_gate", "benchmark", "commit", "search_knowledge", "list_lineage"
+        "read_file",
+        "edit_file",
+        "run_gate",
+        "benchmark",
+        "commit",
+        "search_knowledge",
+        "list_lineage",
     }
     assert first["messages"][0]["role"] == "system" and "batch" in first["messages"][0]["content"].lower()
     versions = Lineage(root).versions()
@@ -176,3 +200,5 @@ def test_a_bi_violating_commit_from_the_llm_is_refused(scripted_run) -> None:  #
     refusal = next(a for a in answers if a.startswith("not committed"))
     assert "bi_violation" in refusal and "batch" in refusal
     assert len(Lineage(root).versions()) == 2
+    # Three replies without a tool call in a row end the run before the budget.
+    assert len(server.requests) == 8 and len(attempts) == 3

@@ -33,7 +33,7 @@ def _attempt(i: int, outcome: str, label: str = "edit", geomean: float = 0.0, sh
         files_sha=sha or f"s{i}",
         files={"kernel.py": f"# {i}"},
         bench=True,
-        verdict="pass" if outcome in ("committed", "slower") else outcome,
+        verdict="pass" if outcome in ("committed", "committing", "eligible", "slower") else outcome,
         reason="",
         geomean=geomean,
         scores=[],
@@ -205,3 +205,41 @@ def test_knowledge_base_ranks_sections_and_takes_user_folders(tmp_path: Path) ->
 
 def test_every_direction_has_guidance() -> None:
     assert all(isinstance(d, Direction) and len(d.text) > 40 for d in DIRECTIONS.values())
+
+
+def test_reconcile_finishes_what_a_kill_interrupted(tmp_path: Path) -> None:
+    """The states a kill -9 can leave: an unfinished commit, a stale git lock, a commit without its note."""
+    from nodice.evolution.session import RunSession
+    from nodice.evolution.start import EvolveOptions, prepare_run
+
+    run, config, _ = prepare_run(EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu"))
+    session = RunSession(run, config)
+    try:
+        scores = [{"workload": "cpu-small", "score": 0.5, "ms": 2.0}]
+        seed = _attempt(0, "committing", "seed", geomean=0.5)
+        seed.files, seed.scores = {"kernel.py": SEED}, scores
+        session.journal.add_attempt(seed)  # recorded, but killed before git had it
+        (run.root / ".git" / "index.lock").write_text("")  # and git was killed holding its index
+        notes = session.reconcile()
+        assert any("stale git lock" in n for n in notes) and any("being committed" in n for n in notes)
+        [v0] = session.versions()
+        assert (
+            v0.attempt == seed.id
+            and v0.geomean == 0.5
+            and session.journal.attempts()[0].outcome == "committed"
+        )
+
+        # Git has the commit but the journal was not updated, and the note was never written.
+        better = _attempt(0, "eligible", "edit", geomean=0.75)
+        better.files, better.scores = {"kernel.py": SEED + "\n# faster\n"}, scores
+        session.journal.add_attempt(better)
+        session.run.write_workspace(better.files)
+        rec = VersionRecord(1, better.id, 0.75, "pass", {}, [], "edit", "builtin", 0.0)
+        session.lineage.commit_workspace(rec.message(0.5))  # trailers only: the kill came before the note
+        notes = session.reconcile()
+        assert any("journal updated" in n for n in notes) and any("note restored" in n for n in notes)
+        v1 = session.versions()[1]
+        assert v1.noted and v1.scores == scores and session.journal.attempts()[1].outcome == "committed"
+        assert session.reconcile() == []  # nothing left to repair
+    finally:
+        session.close()

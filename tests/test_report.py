@@ -33,12 +33,23 @@ def _render(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
     """The DOM Chromium built from ``page`` and the console messages it logged."""
     proc = subprocess.run(
         [
-            _browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-            "--dump-dom", page.as_uri(),
+            _browser(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
         ],
-        capture_output=True, text=True, timeout=90,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     console = [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln]
@@ -48,10 +59,14 @@ def _render(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
 def test_console_capture_sees_errors(tmp_path: Path) -> None:
     """Control: the harness does report a page that logs an error."""
     page = tmp_path / "bad.html"
-    page.write_text("<!DOCTYPE html><html><head><link rel='icon' href='data:,'></head>"
-                    "<body><script>console.error('broken page'); missing();</script></body></html>")
+    page.write_text(
+        "<!DOCTYPE html><html><head><link rel='icon' href='data:,'></head>"
+        "<body><script>console.error('broken page'); missing();</script></body></html>"
+    )
     _, console = _render(page, tmp_path)
-    assert any("broken page" in ln for ln in console) and any("missing is not defined" in ln for ln in console)
+    assert any("broken page" in ln for ln in console) and any(
+        "missing is not defined" in ln for ln in console
+    )
 
 
 def test_report_renders_without_console_errors(tmp_path: Path) -> None:

@@ -50,6 +50,8 @@ class VersionRecord:
     sha: str = ""
     parent_version: int | None = None
     files: list[str] = field(default_factory=list)
+    # False when read back from the trailers alone (its note was lost to a kill before it was written).
+    noted: bool = field(default=True, compare=False)
 
     def trailers(self) -> list[tuple[str, str]]:
         stages = " ".join(f"{k}={v}" for k, v in self.stages.items())
@@ -75,7 +77,9 @@ class VersionRecord:
         return f"{subject}\n\n{body}\n\n{trailers}\n"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("noted")
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VersionRecord:
@@ -116,13 +120,30 @@ class Lineage:
     def head(self) -> str:
         return self.git("rev-parse", "HEAD").strip()
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove lock files a killed git left behind. Call only while holding the run's write lock."""
+        git_dir = self.root / ".git"
+        removed = []
+        for lock in [git_dir / "index.lock", git_dir / "HEAD.lock", *git_dir.glob("refs/**/*.lock")]:
+            if lock.is_file():
+                lock.unlink(missing_ok=True)
+                removed.append(lock.relative_to(self.root).as_posix())
+        return removed
+
+    def add_note(self, sha: str, note: dict[str, Any]) -> None:
+        self.git("notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", sha, input_text=json.dumps(note))
+
     def commit_workspace(self, message: str, note: dict[str, Any] | None = None) -> str:
-        """Commit the workspace (and the run's .gitignore) as they are on disk."""
+        """Commit the workspace (and the run's .gitignore) as they are on disk.
+
+        The caller holds the run's write lock, so a git lock file found here is stale.
+        """
+        self.clear_stale_locks()
         self.git("add", "-A", "--", "workspace", ".gitignore")
         self.git("commit", "-q", "--allow-empty", "-F", "-", input_text=message)
         sha = self.head()
         if note is not None:
-            self.git("notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", sha, input_text=json.dumps(note))
+            self.add_note(sha, note)
         return sha
 
     def commit_version(self, record: VersionRecord, best_before: float | None) -> str:
@@ -142,9 +163,12 @@ class Lineage:
             if len(parts) < 3:
                 continue
             sha, body, note = parts[0].strip(), parts[1], parts[2].strip()
-            rec = _from_note(note) or _from_trailers(body)
+            rec = _from_note(note)
             if rec is None:
-                continue
+                rec = _from_trailers(body)
+                if rec is None:
+                    continue
+                rec.noted = False
             rec.sha = sha
             records.append(rec)
         return records

@@ -210,9 +210,8 @@ class RunSession:
     def commit_attempt(self, attempt: Attempt) -> CommitResult:
         """Commit a judged attempt if it still meets the rule (another commit may have raised the bar)."""
         if attempt.verdict != "pass" or not attempt.bench:
-            return CommitResult(
-                False, f"refused: attempt #{attempt.id} did not pass the gate with a benchmark"
-            )
+            why = "was rejected" if attempt.verdict != "pass" else "has no benchmark"
+            return CommitResult(False, f"refused: attempt #{attempt.id} {why}\n{attempt.feedback}", attempt)
         with self.run.writing():
             existing = self.lineage.find_attempt(attempt.id)
             if existing is not None:
@@ -263,14 +262,24 @@ class RunSession:
     # ---- reconcile ------------------------------------------------------------------------
     def reconcile(self) -> list[str]:
         """Make the journal and git agree after any stop; returns what was repaired."""
-        notes: list[str] = []
-        in_git = {v.attempt: v for v in self.versions()}
-        for a in self.journal.attempts():
+        with self.run.writing():
+            notes = [f"removed stale git lock {p}" for p in self.lineage.clear_stale_locks()]
+            in_git = {v.attempt: v for v in self.versions()}
+        attempts = {a.id: a for a in self.journal.attempts()}
+        for a in attempts.values():
             if a.id in in_git and a.outcome != "committed":
                 self._mark_committed(a, in_git[a.id].sha, in_git[a.id].version)
                 notes.append(f"attempt #{a.id} is v{a.version} in git: journal updated")
             elif a.outcome == "committing":
                 result = self.commit_attempt(a)
                 notes.append(f"attempt #{a.id} was being committed: {result.message}")
+        for v in in_git.values():
+            source = attempts.get(v.attempt)
+            if not v.noted and source is not None:
+                v.scores, v.stages, v.created = source.scores, source.stages, source.created
+                v.description = source.description or v.description
+                with self.run.writing():
+                    self.lineage.add_note(v.sha, v.to_dict())
+                notes.append(f"v{v.version}: git note restored from the store")
         self.run.clear_scratch()
         return notes

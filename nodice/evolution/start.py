@@ -97,8 +97,9 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         )
         run.create(config, seed_source(opts.task, opts.seed))
     lineage = Lineage(run.root)
-    lineage.init()
-    if not lineage.has_commits():
-        origin = str(opts.seed) if opts.seed else f"the {opts.task} example seed"
-        lineage.commit_workspace(f"run: evolve {opts.task} from {origin}\n")
+    with run.writing():
+        lineage.init()
+        if not lineage.has_commits():
+            origin = str(opts.seed) if opts.seed else f"the {opts.task} example seed"
+            lineage.commit_workspace(f"run: evolve {opts.task} from {origin}\n")
     return run, config, resumed

@@ -17,6 +17,8 @@ from nodice.evolution.prompts import opening_message, run_summary, system_prompt
 # Conversation kept within about this many characters; older turns are dropped whole.
 _HISTORY_CHARS = 120_000
 _TOOL_RESULT_CHARS = 12_000
+# Replies in a row without a tool call after which the agent is taken to have nothing left to try.
+_MAX_QUIET_REPLIES = 3
 
 
 @dataclass
@@ -43,6 +45,7 @@ class ChatAgent(Agent):
         # Each turn is a list of provider messages that must stay together (a call and its results).
         self.turns: list[list[dict[str, Any]]] = []
         self.pending_note = ""
+        self.quiet_replies = 0
 
     # ---- provider hooks --------------------------------------------------------------
     @abstractmethod
@@ -97,7 +100,9 @@ class ChatAgent(Agent):
         self.turns.append(turn)
         made = ctx.session.evaluations_done() - before
         names = ", ".join(c.name for c in reply.tool_calls) or "no tool call"
-        return StepReport(made, f"{self.model}: {names}")
+        self.quiet_replies = 0 if reply.tool_calls else self.quiet_replies + 1
+        exhausted = self.quiet_replies >= _MAX_QUIET_REPLIES
+        return StepReport(made, f"{self.model}: {names}", exhausted=exhausted)
 
     def redirect(self, direction: Any, review: str) -> None:
         super().redirect(direction, review)
