@@ -71,7 +71,7 @@ def main() -> None:
         "python": platform.python_version(),
     }
     out = Path(os.environ.get("OUT", "."))
-    (out / "gpu_check_examples.json").write_text(json.dumps({"environment": env, "results": rows}, indent=1))
+    (out / ("gpu_check_examples" + ("_full" if args.static else "") + ".json")).write_text(json.dumps({"environment": env, "results": rows}, indent=1))
     agree = sum((r["verdict"] == "pass") == (r["expected"] == "pass") for r in rows)
     print(f"\n{agree}/{len(rows)} verdicts as expected on {env['gpu']} (torch {env['torch']}, triton {env['triton']})")
 
