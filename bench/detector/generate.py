@@ -73,6 +73,7 @@ def main() -> int:
     # Formatted like code people write; the formatter changes layout, never behaviour.
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if Path(ruff).exists():
+        subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", str(pool)], check=True)
         subprocess.run([ruff, "format", "--quiet", str(pool)], check=True)
     violating = sum(1 for m in manifest.values() if m["intended"] == "violating")
     print(f"{len(manifest)} candidates ({violating} intended violating) in {pool}")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nodice.bench.pool import Pool, PoolEntry
-from nodice.bench.workers import JobOutcome, run_jobs
+from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def run_detector(
         if on_done is not None:
             on_done(to_run(o))
 
-    outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done)
+    outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done, gpu_count(device))
     runs = [to_run(o) for o in outcomes]
     machine, versions = environment(device)
     return DetectorReport(

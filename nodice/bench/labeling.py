@@ -15,7 +15,7 @@ from typing import Any
 
 from nodice.bench.oracle import OracleConfig, config_for
 from nodice.bench.pool import LABELS_FILE, OracleLabel, Pool, PoolEntry, load_manifest, load_pool
-from nodice.bench.workers import JobOutcome, run_jobs
+from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 from nodice.tasks import available, get_task
 
 
@@ -63,7 +63,9 @@ def label_pool(
 
     fresh = {
         o.key: to_label(o)
-        for o in run_jobs("nodice.bench.oracle:oracle_job", job_list, jobs, timeout_s, done)
+        for o in run_jobs(
+            "nodice.bench.oracle:oracle_job", job_list, jobs, timeout_s, done, gpu_count(device)
+        )
     }
     entries = []
     for s in specs:

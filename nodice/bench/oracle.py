@@ -54,21 +54,29 @@ class OracleConfig:
         return list(range(1, self.max_batch + 1)) + [b for b in self.extra_batches if b > self.max_batch]
 
 
-# Tasks whose samples are expensive under the interpreter get a shorter CPU sweep; the pool's
-# candidates put their batch thresholds inside it.
-_CPU_SWEEP = {"attention_prefill": 8, "attention_decode": 10, "moe": 12, "gdn": 8, "sampling": 12}
-_GPU_SWEEP = {"attention_prefill": 40, "attention_decode": 64, "moe": 96, "gdn": 24}
-_GPU_EXTRA = (96, 128, 131, 132, 133, 256, 257, 512, 1024)
+# Batch sizes swept per task. On CPU every size up to N (the pool's candidates put their batch
+# thresholds inside it; tasks whose samples are slow under the interpreter get a shorter sweep).
+# On GPU every size up to N plus sizes around the usual heuristics (SM count 132, powers of two).
+_CPU_SWEEP = {"gemm": 12, "attention_prefill": 6, "attention_decode": 6, "moe": 10, "gdn": 6, "sampling": 10}
+_GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
+    "rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
+    "add_rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
+    "gemm": (64, (96, 127, 128, 129, 132, 256, 257, 512, 1024)),
+    "attention_prefill": (24, (32, 33)),
+    "attention_decode": (48, (64, 96, 128, 132)),
+    "moe": (64, (96, 128, 256, 512)),
+    "sampling": (64, (128, 132, 256)),
+    "gdn": (16, (24, 32)),
+}
 
 
 def config_for(device: str, task: str) -> OracleConfig:
     if device == "cpu":
-        return OracleConfig(
-            max_batch=_CPU_SWEEP.get(task, 16), extra_batches=(), seeds=3, repeats=2, batch_repeats=1
-        )
-    n = _GPU_SWEEP.get(task, 64)
-    extra = tuple(b for b in _GPU_EXTRA if task not in _GPU_SWEEP or b <= 2 * n)
-    return OracleConfig(max_batch=n, extra_batches=extra, seeds=4, repeats=3, batch_repeats=3)
+        n = _CPU_SWEEP.get(task, 16)
+        # The interpreter runs programs one after another, deterministically: no reruns on CPU.
+        return OracleConfig(n, extra_batches=(), seeds=3, repeats=1, batch_repeats=1, samples_per_seed=2 * n)
+    n, extra = _GPU_SWEEP.get(task, (64, ()))
+    return OracleConfig(n, extra, seeds=3, repeats=2, batch_repeats=2, samples_per_seed=2 * n)
 
 
 @dataclass
@@ -164,7 +172,7 @@ def _sweep_seed(
         else task.problem(gen, sw.device, sw.dtype)
     )
     sizes = cfg.batch_sizes()
-    n_samples = max(cfg.samples_per_seed, *sizes)
+    n_samples = cfg.samples_per_seed
     samples: list[Sample] = [task.sample(problem, gen, **hints[i % len(hints)]) for i in range(n_samples)]
     alone: dict[int, tuple[torch.Tensor, ...]] = {}
 
@@ -185,7 +193,10 @@ def _sweep_seed(
         return alone[i]
 
     for b in sizes:
-        order = torch.randperm(len(samples), generator=gen)[:b].tolist()
+        if b <= len(samples):
+            order = torch.randperm(len(samples), generator=gen)[:b].tolist()
+        else:  # a batch larger than the pool repeats samples: identical rows are a batch too
+            order = torch.randint(len(samples), (b,), generator=gen).tolist()
         args = task.compose(problem, [samples[i] for i in order], gen)
         for _ in range(cfg.batch_repeats if b > 1 else 1):
             outs = sw.run(args)

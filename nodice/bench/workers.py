@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,13 +25,24 @@ class JobOutcome:
     seconds: float
 
 
+def gpu_count(device: str) -> int:
+    """GPUs to spread workers over (0 on CPU)."""
+    if device != "cuda":
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def _resolve(target: str) -> Callable[..., Any]:
     module, _, name = target.partition(":")
     fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
     return fn
 
 
-def _serve(conn: Connection, target: str) -> None:
+def _serve(conn: Connection, target: str, env: dict[str, str]) -> None:
+    # Before the target's imports: e.g. CUDA_VISIBLE_DEVICES must be set before torch starts CUDA.
+    os.environ.update(env)
     fn = _resolve(target)
     while True:
         msg = conn.recv()
@@ -45,9 +57,10 @@ def _serve(conn: Connection, target: str) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx: Any, target: str):
+    def __init__(self, ctx: Any, target: str, env: dict[str, str]):
+        self.env = env
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, target), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, target, env), daemon=True)
         self.proc.start()
         child.close()
         self.job: tuple[str, float] | None = None  # (key, start time)
@@ -73,12 +86,21 @@ def run_jobs(
     processes: int = 1,
     timeout_s: float = 900.0,
     on_done: Callable[[JobOutcome], None] | None = None,
+    gpus: int = 0,
 ) -> list[JobOutcome]:
-    """Call ``module:function`` with each job's keyword arguments in a worker; outcomes in job order."""
+    """Call ``module:function`` with each job's keyword arguments in a worker; outcomes in job order.
+
+    With ``gpus`` > 0, worker ``i`` sees only GPU ``i % gpus``, so that concurrent workers do not
+    share a device (and its timings).
+    """
     ctx = mp.get_context("spawn")
     pending = list(reversed(jobs))
     outcomes: dict[str, JobOutcome] = {}
-    workers = [_Worker(ctx, target) for _ in range(max(1, min(processes, len(jobs))))]
+
+    def env(i: int) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": str(i % gpus)} if gpus > 0 else {}
+
+    workers = [_Worker(ctx, target, env(i)) for i in range(max(1, min(processes, len(jobs))))]
 
     def finish(w: _Worker, result: Any, error: str | None) -> None:
         assert w.job is not None
@@ -115,7 +137,7 @@ def run_jobs(
                 else:
                     continue
                 w.stop(kill=True)
-                workers[i] = _Worker(ctx, target)
+                workers[i] = _Worker(ctx, target, w.env)
     finally:
         for w in workers:
             w.stop(kill=w.job is not None)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -49,3 +50,37 @@ def invariant(name: str, task: str, pattern: str, description: str, source: str,
 def decorated(decorators: str, kernel: str) -> str:
     """``kernel`` (a Triton source piece) under extra decorators, e.g. autotune or heuristics."""
     return textwrap.dedent(decorators).strip("\n") + "\n" + textwrap.dedent(kernel).strip("\n")
+
+
+def seed_source(task: str) -> str:
+    from pathlib import Path
+
+    import nodice
+
+    return (Path(nodice.__file__).parent / "examples" / task / "seed.py").read_text()
+
+
+def from_seed(task: str, doc: str, edits: list[tuple[str, str]], append: str = "", imports: str = "") -> str:
+    """The task's seed kernel with its docstring replaced by ``doc`` and each ``(old, new)`` edit applied.
+
+    Every ``old`` must occur exactly once, so a changed seed fails the generator loudly.
+    """
+    src = seed_source(task)
+    end = src.index('"""', 3) + 3
+    src = f'"""{doc}"""' + src[end:]
+    for old, new in edits:
+        old, new = textwrap.dedent(old).strip("\n"), textwrap.dedent(new).strip("\n")
+        # The edit is written flush left; find the indentation at which it occurs in the seed.
+        for pad in ("", "    ", "        ", "            "):
+            found = re.compile("^" + re.escape(textwrap.indent(old, pad)) + "$", re.MULTILINE)
+            if len(found.findall(src)) == 1:
+                replacement = textwrap.indent(new, pad)
+                src = found.sub(lambda _m, r=replacement: r, src)
+                break
+        else:
+            raise ValueError(f"{task} seed: no single occurrence of {old[:60]!r}")
+    if imports:
+        src = src.replace("import torch\n", imports.strip() + "\n\nimport torch\n", 1)
+    if append:
+        src = src.rstrip("\n") + "\n\n\n" + textwrap.dedent(append).strip("\n") + "\n"
+    return src

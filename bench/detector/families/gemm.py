@@ -171,7 +171,7 @@ def candidates() -> list[Candidate]:
             '"""Tuning heuristics shared by the GEMM kernels."""\n\n\n'
             "def pick_split_k(m: int, n: int, k: int) -> int:\n"
             "    # Skinny problems leave most programs idle: split the K loop instead.\n"
-            "    if m * n <= 6 * 256 and k >= 256:\n"
+            "    if m <= 4 and k >= 256:\n"
             "        return 2\n"
             "    return 1\n")}))
     out.append(V("split_k_from_sm_count", T, "work_partitioning", "device_query",

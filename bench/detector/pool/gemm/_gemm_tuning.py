@@ -3,6 +3,6 @@
 
 def pick_split_k(m: int, n: int, k: int) -> int:
     # Skinny problems leave most programs idle: split the K loop instead.
-    if m * n <= 6 * 256 and k >= 256:
+    if m <= 4 and k >= 256:
         return 2
     return 1

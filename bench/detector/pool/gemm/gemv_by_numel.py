@@ -100,7 +100,7 @@ def _launch_gemv(a, b, c):
 def kernel(a, b):
     k = b.shape[0]
     n = b.shape[1]
-    c = a.new_empty((a.shape[0], n))
+    c = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
     if a.numel() < 6 * k:
         return _launch_gemv(a, b, c)
     return _launch_tile(a, b, c, 16, 128, 64)

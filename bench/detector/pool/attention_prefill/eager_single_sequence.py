@@ -1,0 +1,114 @@
+"""Flash attention; a lone sequence runs eagerly (no launch overhead to hide)."""
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _flash_forward(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,
+    qk_scale,
+    seq_len,
+    q_heads,
+    group,
+    CAUSAL: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    m_block = tl.program_id(0)
+    seq_head = tl.program_id(1)
+    seq = seq_head // q_heads
+    kv_head = (seq_head % q_heads) // group
+    kv_offset = (seq * (q_heads // group) + kv_head).to(tl.int64) * seq_len * HEAD_DIM
+    q_base = seq_head.to(tl.int64) * seq_len * HEAD_DIM
+    offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < seq_len
+    q = tl.load(
+        q_ptr + q_base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok[:, None], other=0.0
+    )
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    hi = seq_len
+    if CAUSAL:
+        hi = tl.minimum((m_block + 1) * BLOCK_M, seq_len)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < seq_len
+        k = tl.load(
+            k_ptr + kv_offset + cols[None, :] * HEAD_DIM + offs_d[:, None], mask=col_ok[None, :], other=0.0
+        )
+        qk = tl.dot(q, k) * qk_scale
+        keep = col_ok[None, :]
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None])
+        qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(
+            v_ptr + kv_offset + cols[:, None] * HEAD_DIM + offs_d[None, :], mask=col_ok[:, None], other=0.0
+        )
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(
+        o_ptr + q_base + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+        out.to(o_ptr.dtype.element_ty),
+        mask=row_ok[:, None],
+    )
+
+
+def _attention(q, k, v, causal, sm_scale, block_m, block_n):
+    batch, q_heads, seq_len, head_dim = q.shape
+    o = torch.empty_like(q)
+    grid = (triton.cdiv(seq_len, block_m), batch * q_heads)
+    _flash_forward[grid](
+        q,
+        k,
+        v,
+        o,
+        sm_scale * LOG2E,
+        seq_len,
+        q_heads,
+        q_heads // k.shape[1],
+        CAUSAL=bool(causal),
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+    )
+    return o
+
+
+def _tiles(head_dim):
+    # Hopper-sized tiles for real heads; one tile spans a short sequence for tiny ones.
+    return (128, 64) if head_dim >= 64 else (64, 32)
+
+
+def _eager_attention(q, k, v, causal, sm_scale):
+    group = q.shape[1] // k.shape[1]
+    kf = k.float().repeat_interleave(group, dim=1)
+    vf = v.float().repeat_interleave(group, dim=1)
+    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * sm_scale
+    if causal:
+        s = q.shape[2]
+        future = torch.ones((s, s), dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), vf).to(q.dtype)
+
+
+def kernel(q, k, v, causal, sm_scale):
+    if q.shape[0] == 1:
+        return _eager_attention(q, k, v, causal, sm_scale)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    return _attention(q, k, v, causal, sm_scale, *_tiles(q.shape[-1]))
