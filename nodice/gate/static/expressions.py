@@ -63,6 +63,8 @@ class ExprMixin:
 
         def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> bool: ...
 
+        def shape_tuned(self, fn: str, operands: list[V], node: ast.AST) -> None: ...
+
     # Provided by the interpreter / call mixins.
 
     def lookup(self, name: str) -> V | None:
@@ -120,6 +122,8 @@ class ExprMixin:
         taint = first_taint(a, b)
         if a.kind == "tensor" or b.kind == "tensor":
             t = a if a.kind == "tensor" else b
+            if isinstance(node.op, ast.MatMult):
+                self.shape_tuned("matmul", [a, b], node)
             return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis)
         seqs = a.kind in ("seq", "shape") and b.kind in ("seq", "shape")
         if seqs and isinstance(node.op, ast.Add) and a.items is not None and b.items is not None:

@@ -216,6 +216,14 @@ RULES: dict[str, Rule] = {
             "unresolved",
         ),
         Rule(
+            "library_kernel_by_shape",
+            "algorithm_selection",
+            "library GEMM/attention on a batch-shaped tensor: the library picks its algorithm by shape",
+            "left to dynamic validation; cuBLAS/cuDNN/SDPA choose kernels (split-K, tiles) from the batch "
+            "dimension, so use a batch-invariant kernel (fixed tiles) where bitwise invariance matters",
+            "unresolved",
+        ),
+        Rule(
             "native_split_from_sm_count",
             "work_partitioning",
             "native split count derived from the SM count alone",

@@ -85,6 +85,8 @@ RNG_DRAWS = {
     "log_normal_",
 }
 SEEDING = {"manual_seed", "seed", "manual_seed_all"}
+# Library kernels that choose their algorithm (split-K, tiles, backend) from the operands' shapes.
+SHAPE_TUNED = {"mm", "matmul", "bmm", "addmm", "baddbmm", "linear", "einsum", "scaled_dot_product_attention"}
 SCATTER_ACCUMULATE = {
     "index_add_",
     "index_add",
@@ -211,6 +213,8 @@ class TorchMixin:
         if fn in SCATTER_ACCUMULATE:
             self.scatter_accumulate(fn, node)
             return self.tensor_result(args, node, arith=False)
+        if fn in SHAPE_TUNED:
+            self.shape_tuned(fn, args, node)
         if fn in REDUCTIONS or fn in ROUTING_PER_ROW:
             recv = args[0] if args else V()
             return self.reduction(fn, recv, args[1:], kwargs, node)
@@ -248,6 +252,8 @@ class TorchMixin:
             return recv
         if fn in REDUCTIONS or fn in ROUTING_PER_ROW:
             return self.reduction(fn, recv, args, kwargs, node)
+        if fn in SHAPE_TUNED:
+            self.shape_tuned(fn, [recv, *args], node)
         if fn in (
             "view",
             "reshape",
@@ -301,7 +307,12 @@ class TorchMixin:
         if fn in self.an.contract.routing_calls:
             self.routing(fn, recv, rest, kwargs, node, over_batch)
         keeps_batch = recv.batch is not None and not over_batch
-        out = V(taint=taint, kind="tensor", batch=recv.batch if keeps_batch else None, baxis=recv.baxis)
+        keepdim = kwargs.get("keepdim")
+        same_rank = per_row_default or fn == "topk" or (keepdim is not None and keepdim.const is True)
+        rank = recv.rank if same_rank else (recv.rank - 1 if recv.rank and dim is not None else None)
+        out = V(
+            taint=taint, kind="tensor", batch=recv.batch if keeps_batch else None, baxis=recv.baxis, rank=rank
+        )
         if fn in ("topk", "sort", "aminmax", "kthvalue", "mode", "median") and (
             dim_v is not None or fn != "median"
         ):
@@ -389,6 +400,20 @@ class TorchMixin:
                 value.taint,
                 self.step(node, "used as the random seed"),
             )
+
+    def shape_tuned(self, fn: str, operands: list[V], node: ast.AST) -> None:
+        batch, _, _ = self._batch_of(operands)
+        if batch is None:
+            return
+        self.an.report(
+            "library_kernel_by_shape",
+            self.mod,
+            node,
+            fn,
+            f"{fn} runs a library kernel chosen from the operands' shapes, which include the batch",
+            batch,
+            self.step(node, f"{fn} on a batch-shaped tensor"),
+        )
 
     def scatter_accumulate(self, fn: str, node: ast.Call) -> None:
         self.an.report(

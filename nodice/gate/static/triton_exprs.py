@@ -193,9 +193,9 @@ class KernelExprs:
             return self.expr(node.operand)  # type: ignore[attr-defined]
         if t is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _ORDERING:  # type: ignore[attr-defined]
             left, right = self.expr(node.left), self.expr(node.comparators[0])  # type: ignore[attr-defined]
-            if not (left.data or right.data) and (left.shape or right.shape):
-                # ``offs < n_rows``: a validity mask over an index block. It decides which elements
-                # exist, not what a valid element computes.
+            if (left.shape and not left.data) or (right.shape and not right.data):
+                # ``offs < n_rows``, ``toks < seq_len``: a validity mask over an index block. It decides
+                # which elements exist, not what a valid element computes.
                 return KV(_EMPTY, broadcast(left.shape, right.shape), "int")
             u = left.combine(right)
             return KV(u.deps, u.shape, "int", u.data)
@@ -240,15 +240,22 @@ class KernelExprs:
         return None
 
     def call(self, node: ast.Call) -> KV:
-        name = dotted(node.func)
-        op = name.split(".")[-1] if name else (node.func.attr if isinstance(node.func, ast.Attribute) else "")
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        func = node.func
         method_of: KV | None = None
-        if isinstance(node.func, ast.Attribute) and not name.startswith(("tl.", "triton.", "libdevice.")):
-            root = name.split(".")[0] if name else ""
-            if not name or root in self.env:
-                method_of = self.expr(node.func.value)
-        args = list(node.args)
+        if type(func) is ast.Attribute:
+            op, name = func.attr, ""
+            root = func.value
+            while type(root) is ast.Attribute:
+                root = root.value
+            # ``x.to(...)`` on a local value is a method; ``tl.sum(...)`` is a module function.
+            if type(root) is not ast.Name or root.id in self.env:
+                method_of = self.expr(func.value)
+        elif type(func) is ast.Name:
+            op = name = func.id
+        else:
+            op = name = ""
+        kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
+        args = node.args
 
         def arg(i: int, key: str) -> ast.AST | None:
             j = i - (1 if method_of is not None else 0)

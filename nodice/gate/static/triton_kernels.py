@@ -61,8 +61,13 @@ class KernelInfo:
         return [s for s in self.sinks if param in s.labels]
 
     def axis_sinks(self, axis: int) -> list[KernelSink]:
-        keys = {f"pid:{axis}", f"nprog:{axis}"}
-        return [s for s in self.sinks if s.labels & keys and s.kind in ("reduction_tile", "reduction_bound")]
+        """Reductions shaped by the *number* of programs along ``axis`` (``tl.num_programs``).
+
+        ``program_id`` alone is harmless there: with a fixed chunk per program, more programs
+        only means more idle ones (the fixed-split-size pattern).
+        """
+        key = f"nprog:{axis}"
+        return [s for s in self.sinks if key in s.labels and s.kind in ("reduction_tile", "reduction_bound")]
 
     @property
     def rng_params(self) -> set[str]:
