@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nodice.evaluation import Evaluator
+from nodice.evaluation import Evaluation, Evaluator
 
 HOSTILE = Path(__file__).parent / "adversarial"
 
@@ -19,6 +19,7 @@ HOSTILE = Path(__file__).parent / "adversarial"
 FAILURES = {
     "crash_segfault.py": ("error", "SIGSEGV"),
     "crash_raises.py": ("error", "RuntimeError"),
+    "crash_reports_environment.py": ("error", "ENV="),
     "crash_os_exit.py": ("error", "status 3"),
     "oom_single_allocation.py": ("error", "crashed"),
     "crash_exit_at_import.py": ("error", "exit(0)"),
@@ -54,17 +55,20 @@ CHEATS_PROBED = {
 }
 
 
-def _run_group(cases: dict[str, tuple[str, str]], store: Path, timeout_s: float, device: str = "cpu") -> None:
+def _run_group(
+    cases: dict[str, tuple[str, str]], store: Path, timeout_s: float, device: str = "cpu"
+) -> dict[str, Evaluation]:
     attempts = 0
     wrong: list[str] = []
-    with Evaluator(
-        device=device, isolation="persistent", timeout_s=timeout_s, memory_mb=2048, store=store
-    ) as ev:
+    seen: dict[str, Evaluation] = {}
+    limits = {"timeout_s": timeout_s, "memory_mb": 2048}
+    with Evaluator(device=device, isolation="persistent", store=store, **limits) as ev:  # type: ignore[arg-type]
         # An honest candidate before and after the hostile ones: the evaluator still judges normally.
         for name in ["control_honest.py", *cases, "control_honest.py"]:
             verdict, expected = cases.get(name, ("pass", ""))
             e = ev.evaluate(HOSTILE / name, "rmsnorm", seed=11)
             attempts += 1
+            seen[name] = e
             what = e.cheat_rule if verdict == "cheat" else e.check.reason
             if e.verdict != verdict or (expected and expected not in (what or "")):
                 wrong.append(f"{name}: expected {verdict} ({expected}), got {e.verdict}: {e.check.reason}")
@@ -76,11 +80,16 @@ def _run_group(cases: dict[str, tuple[str, str]], store: Path, timeout_s: float,
     assert not wrong, "\n".join(wrong)
     assert stored == attempts
     assert verdicts.count("pass") == 2
+    return seen
 
 
-@pytest.mark.timeout(240)
-def test_failures_cost_one_candidate_each(tmp_path: Path) -> None:
-    _run_group(FAILURES, tmp_path / "failures.sqlite", timeout_s=8)
+@pytest.mark.timeout(300)
+def test_failures_cost_one_candidate_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODICE_TEST_API_KEY", "do-not-leak")
+    seen = _run_group(FAILURES, tmp_path / "failures.sqlite", timeout_s=8)
+    # The worker's environment is an allow-list: the caller's secrets never reach a candidate.
+    env = seen["crash_reports_environment.py"].check.reason
+    assert "PATH" in env and "NODICE_TEST_API_KEY" not in env
 
 
 @pytest.mark.gpu
@@ -89,11 +98,11 @@ def test_cuda_side_streams_and_broken_contexts(tmp_path: Path) -> None:
     _run_group(GPU_CASES, tmp_path / "gpu.sqlite", timeout_s=120, device="cuda")
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_runtime_cheats_are_named(tmp_path: Path) -> None:
     _run_group(CHEATS_RUNTIME, tmp_path / "runtime.sqlite", timeout_s=60)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_static_and_probed_cheats_are_named(tmp_path: Path) -> None:
     _run_group(CHEATS_PROBED, tmp_path / "probed.sqlite", timeout_s=60)

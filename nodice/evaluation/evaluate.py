@@ -97,7 +97,11 @@ class Evaluator:
             "dynamic": dynamic,
             "contracts": [str(c) for c in contracts or []],
         }
-        outcome = self.worker.run(job)
+        if not p.is_file():
+            # Nothing to run: spare the worker (and the start-up of an isolated one).
+            outcome = JobOutcome(None, f"cannot load candidate: no such file: {p}")
+        else:
+            outcome = self.worker.run(job)
         check, scores, timings = self._unpack(outcome, str(path), task)
         timings.update(outcome.timings)
         evaluation = Evaluation(
@@ -134,7 +138,7 @@ class Evaluator:
                 dict(p.get("timings", {})),
             )
         reason = f"kernel crashed: {outcome.failure}"
-        if outcome.failure.startswith(("timed out", "out of memory", "worker failed")):
+        if outcome.failure.startswith(("timed out", "out of memory", "worker failed", "cannot load")):
             reason = outcome.failure
         last = [ln for ln in outcome.log.strip().splitlines() if ln.strip()][-1:]
         if last and "Fatal Python error" not in last[0]:
