@@ -81,7 +81,8 @@ def main() -> None:
                 )
     agree = sum((r["verdict"] == "pass") == (r["expected"] == "pass") for r in rows)
     print(
-        f"\n{agree}/{len(rows)} verdicts as expected on {env['gpu']} (torch {env['torch']}, triton {env['triton']})"
+        f"\n{agree}/{len(rows)} verdicts as expected on {env['gpu']} "
+        f"(torch {env['torch']}, triton {env['triton']})"
     )
 
 
