@@ -57,13 +57,15 @@ _CPU = _Sizes(page=8, head_dims=(16, 32), lengths=(17, 64))
 _GPU = _Sizes(page=PAGE_SIZE, head_dims=(128,), lengths=(200, 3000))
 
 # (variant, [(batch, slot, batchmate length range)]). The batchmates run from a
-# single token to far longer than the target. CPU batch·kv-heads crosses 132
-# in the MHA group (4 kv heads), GPU batch·kv-heads in every group.
+# single token to far longer than the target; batch·q-heads crosses 132 on both
+# devices. On CPU the big and the long batches use the layouts with the fewest
+# kv heads: the seed launches a program per (request, kv head, split), and the
+# interpreter pays for each.
 _Plan = list[tuple[dict[str, Any], list[tuple[int, int, tuple[int, int]]]]]
 _CPU_CONTEXTS: _Plan = [
-    ({"layout": "mha"}, [(5, 4, (1, 1)), (6, 0, (120, 200)), (9, 4, (1, 160)), (34, 33, (1, 16))]),
+    ({"layout": "mqa"}, [(5, 4, (1, 1)), (6, 0, (120, 200)), (9, 4, (1, 160)), (34, 33, (1, 16))]),
     ({"layout": "gqa"}, [(5, 2, (1, 4)), (7, 3, (100, 180))]),
-    ({"layout": "mqa"}, [(6, 5, (1, 200))]),
+    ({"layout": "mha"}, [(6, 5, (1, 200))]),
 ]
 _GPU_CONTEXTS: _Plan = [
     (
@@ -173,7 +175,7 @@ class AttentionDecode(Task):
         return ATTENTION_TOLERANCES[dtype]
 
     def correctness_batches(self, device: torch.device) -> list[int]:
-        return [1, 3, 6, 11] if device.type == "cpu" else [1, 7, 64, 160]
+        return [1, 3, 8] if device.type == "cpu" else [1, 7, 64, 160]
 
     def contexts(self, device: torch.device) -> list[BIContext]:
         out = []

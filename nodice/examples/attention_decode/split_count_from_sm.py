@@ -1,11 +1,12 @@
 """VIOLATES batch invariance: flash-decoding with a split count from batch·heads vs the SM count.
 
-Decode launches too few (request, kv head) programs to fill the GPU, so the
-keys are split into ``num_splits`` ranges processed in parallel and merged
-afterwards. ``num_splits`` is chosen to fill the streaming multiprocessors
-(fewer requests → more splits) and the split length comes from the batch's
-longest request, so a request's keys are grouped differently, and its output
-bits change, with the batch size and with its batchmates' lengths.
+Decode has too little parallel work per (request, head) to fill the GPU, so
+the keys are split into ``num_splits`` ranges processed in parallel and merged
+afterwards. ``num_splits`` is chosen so that batch·heads·splits fills the
+streaming multiprocessors (fewer requests → more splits) and the split
+length comes from the batch's longest request, so a request's keys are
+grouped differently, and its output bits change, with the batch size and
+with its batchmates' lengths.
 """
 
 import torch
@@ -88,7 +89,7 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
     group = q_heads // kv_heads
     block_n = 64 if head_dim >= 64 else 16
     # Enough splits to fill the machine, each a whole number of tiles of the longest request.
-    num_splits = max(1, min(MAX_SPLITS, _sm_count(q.device) // (batch * kv_heads)))
+    num_splits = max(1, min(MAX_SPLITS, _sm_count(q.device) // (batch * q_heads)))
     max_len = int(seq_lens.max())
     split_tokens = triton.cdiv(triton.cdiv(max_len, num_splits), block_n) * block_n
     num_splits = triton.cdiv(max_len, split_tokens)

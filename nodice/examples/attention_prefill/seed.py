@@ -4,7 +4,8 @@ One program owns BLOCK_M queries of one (sequence, query head) and walks the
 keys from the first to the last tile in order, rescaling its running max, sum
 and accumulator as it goes. Batch-invariant because a query row's arithmetic
 (tile sizes, tile order, the final division) depends only on the head dim and
-the sequence length, never on how many sequences or heads share the launch.
+the sequence length (and the dtype), never on how many sequences or heads
+share the launch.
 """
 
 import torch
@@ -87,8 +88,14 @@ def kernel(q, k, v, causal, sm_scale):
     kv_heads = k.shape[1]
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty_like(q)
-    # Tiles depend on the head dim only: Hopper-sized for real heads, small for tiny ones.
-    block_m, block_n = (128, 64) if head_dim >= 64 else (32, 16)
+    # Tiles depend on the head dim and dtype only: Hopper-sized for real heads
+    # (halved for 4-byte elements, to fit shared memory), small for tiny heads.
+    if head_dim < 64:
+        block_m, block_n = 32, 16
+    elif q.element_size() <= 2:
+        block_m, block_n = 128, 64
+    else:
+        block_m, block_n = 64, 32
     num_warps = 8 if head_dim >= 64 else 4
     grid = (triton.cdiv(seq_len, block_m), batch * q_heads)
     _flash_forward[grid](
@@ -105,6 +112,6 @@ def kernel(q, k, v, causal, sm_scale):
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         num_warps=num_warps,
-        num_stages=3 if head_dim >= 64 else 2,
+        num_stages=3 if head_dim >= 64 and q.element_size() <= 2 else 2,
     )
     return o
