@@ -172,6 +172,7 @@ def test_precision_rule_catches_an_fp8_kernel() -> None:
 
 def _guard(candidate: str) -> Guardian:
     prepare(CPU)
+    torch.randn(1 << 20).sum()  # as the worker does: torch's own thread pool exists before the census
     guardian = Guardian(get_task("rmsnorm"), CPU, torch.float32, seed=3)
     guardian(load_candidate(HOSTILE / candidate, "kernel", 3))
     return guardian
@@ -193,6 +194,7 @@ def test_guardian_passes_an_honest_kernel_and_wraps_it() -> None:
         ("cheat_late_writer.py", "unsynchronized-work"),
         ("cheat_input_mutation.py", "input-mutation"),
         ("cheat_library_runtime.py", "library-call"),
+        ("cheat_native_thread.py", "background-thread"),
     ],
 )
 def test_guardian_probes_name_the_rule(candidate: str, rule: str) -> None:

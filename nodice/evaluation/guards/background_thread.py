@@ -15,11 +15,23 @@ RULE = "background-thread"
 DESCRIPTION = "leaves a thread running after the call returns (work outside the timed region)"
 
 
-def os_thread_count() -> int:
+# Native threads the runtime libraries start for themselves (CUDA driver, torch pools).
+_LIBRARY_THREAD_PREFIXES = ("cuda", "pt_", "nvidia", "triton")
+
+
+def native_threads() -> dict[int, str]:
+    """Thread id → name of every OS thread of this process."""
+    out: dict[int, str] = {}
     try:
-        return len(os.listdir("/proc/self/task"))
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    out[int(tid)] = f.read().strip()
+            except OSError:
+                continue  # it ended meanwhile
     except OSError:  # pragma: no cover - non-Linux
-        return threading.active_count()
+        return {}
+    return out
 
 
 class ThreadCensus:
@@ -27,7 +39,7 @@ class ThreadCensus:
 
     def __init__(self, native: bool = True) -> None:
         self.python = {t.ident for t in threading.enumerate()}
-        self.native = os_thread_count() if native else None
+        self.native = set(native_threads()) if native else None
 
     def join_new(self, timeout_s: float) -> None:
         """Give threads started since the census up to ``timeout_s`` (in all) to finish."""
@@ -41,7 +53,17 @@ class ThreadCensus:
         if fresh:
             names = ", ".join(sorted(t.name for t in fresh))
             return f"{len(fresh)} Python thread(s) still running after the call returned ({names})"
-        native = os_thread_count()
-        if self.native is not None and native > self.native:
-            return f"{native - self.native} native thread(s) started during the call are still running"
+        if self.native is None:
+            return None
+        fresh_native = {
+            tid: name
+            for tid, name in native_threads().items()
+            if tid not in self.native and not name.startswith(_LIBRARY_THREAD_PREFIXES)
+        }
+        # Python threads that ended are gone from both views; the rest were counted above.
+        python_tids = {t.native_id for t in threading.enumerate()}
+        fresh_native = {tid: n for tid, n in fresh_native.items() if tid not in python_tids}
+        if fresh_native:
+            names = ", ".join(sorted(set(fresh_native.values())))
+            return f"{len(fresh_native)} native thread(s) started during the call are still running ({names})"
         return None

@@ -58,6 +58,8 @@ class Guardian:
         self.raw: Callable[..., Any] | None = None
         self.guarded: Callable[..., Any] | None = None
         self._modules_before = set(sys.modules)
+        # Threads of the process before the candidate exists: any new one left at the end is its.
+        self._census_at_load = background_thread.ThreadCensus(native=True)
         # Taken before the candidate is imported: everything after is the candidate's doing.
         self.harness = harness_tampering.HarnessSnapshot.take()
 
@@ -198,6 +200,9 @@ class Guardian:
                 uninitialised_memory.RULE,
                 "correct on the first call, wrong on the same inputs once freed memory was poisoned",
             )
+        threads = self._census_at_load.new_threads()
+        if threads:
+            self.fail(background_thread.RULE, threads)
         if own_rule:
             return
 

@@ -199,7 +199,8 @@ class HarnessSnapshot:
                 continue
             entries[f"sys.modules[{mod_name}]"] = id(module)
             for attr, value in list(vars(module).items()):
-                if not isinstance(value, type(sys)):
+                # Functions and classes only: libraries update their own flags and counters as they run.
+                if callable(value) and not isinstance(value, type(sys)):
                     entries[f"{mod_name}.{attr}"] = id(value)
         for cls_name in _WATCHED_CLASSES:
             klass = _resolve(cls_name)
