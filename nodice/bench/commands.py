@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from nodice.bench.detector import MODE_TITLES, MODES, CandidateRun, DetectorReport, run_detector
+from nodice.bench.detector import MODES, CandidateRun, run_detector
 from nodice.bench.pool import OracleLabel, default_root, load_pool
+from nodice.bench.report import markdown, render
 from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR
 
@@ -39,55 +39,15 @@ def _device(name: str | None) -> str:
     return resolve_device(name).type
 
 
-def _pct(k: int, n: int) -> str:
-    return f"{k}/{n} ({100 * k / n:.1f} %)" if n else "—"
-
-
-def _ms(v: float | None) -> str:
-    return "—" if v is None else f"{v:.1f}"
-
-
-def render(report: DetectorReport, console: Console = out) -> None:
-    table = Table(
-        title=f"BI detector benchmark on {report.device} ({report.candidates_labeled} labeled candidates)"
-    )
-    for col in ("configuration", "detection", "false rejection", "median ms", "p90 ms", "errors"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
-    for mode in MODES:
-        s = report.scores[mode]
-        table.add_row(
-            MODE_TITLES[mode],
-            _pct(s.detected, s.violating),
-            _pct(s.false_rejections, s.invariant),
-            _ms(s.median_ms),
-            _ms(s.p90_ms),
-            str(s.errors),
-        )
-    console.print(table)
-    console.print(f"time per candidate: {report.timing}", style="dim", markup=False, highlight=False)
-    if report.excluded:
-        console.print(
-            f"{len(report.excluded)} candidate(s) excluded by the oracle on {report.device}", style="dim"
-        )
-    by_key = {r.key: r for r in report.runs}
-    for mode in MODES:
-        s = report.scores[mode]
-        for title, keys in (("missed", s.missed), ("falsely rejected", s.falsely_rejected)):
-            for key in keys:
-                r = by_key[key].modes[mode]
-                console.print(
-                    f"  {MODE_TITLES[mode]} {title}: {key} → {r.verdict} {r.reason[:140]}",
-                    markup=False,
-                    highlight=False,
-                )
-
-
 def detector(
     device: DeviceOpt = None,
     pool: PoolOpt = None,
     labels: Annotated[Path | None, typer.Option(help="labels file (default: POOL/labels.json)")] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the report as JSON to this file")
+    ] = None,
+    markdown_out: Annotated[
+        Path | None, typer.Option("--markdown", help="write the table and its provenance as Markdown")
     ] = None,
     limit: LimitOpt = None,
     task: TaskOpt = None,
@@ -121,11 +81,15 @@ def detector(
     )
     if report.candidates_labeled == 0:
         _fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")
-    render(report)
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report.to_dict(), indent=1) + "\n")
-        out.print(f"wrote {json_out}", markup=False, highlight=False)
+    render(report, out)
+    for path, text in (
+        (json_out, json.dumps(report.to_dict(), indent=1) + "\n"),
+        (markdown_out, markdown(report)),
+    ):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            out.print(f"wrote {path}", markup=False, highlight=False)
 
 
 def label(

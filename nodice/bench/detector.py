@@ -190,12 +190,23 @@ def _breakdown(runs: list[CandidateRun], attr: str) -> dict[str, dict[str, dict[
     return out
 
 
+_SCORED = ("violating", "invariant")
+
+
+def _why_unscored(e: PoolEntry, device: str) -> str:
+    if device not in e.labels:
+        return f"no {device} label"
+    if e.stale(device):
+        return "stale label: the file changed since the oracle ran it"
+    return e.labels[device].reason
+
+
 def spread(entries: list[PoolEntry], device: str, limit: int | None) -> list[PoolEntry]:
     """Labeled entries, round-robin over (task, label) so that a limited run still covers the pool."""
     groups: dict[tuple[str, str], list[PoolEntry]] = {}
     for e in entries:
         label = e.label(device)
-        if label in ("violating", "invariant"):
+        if label in _SCORED:
             groups.setdefault((e.spec.task, label), []).append(e)
     order: list[PoolEntry] = []
     queues = [list(g) for _, g in sorted(groups.items())]
@@ -272,11 +283,7 @@ def run_detector(
 ) -> DetectorReport:
     entries = [e for e in pool.entries if not tasks or e.spec.task in tasks]
     chosen = spread(entries, device, limit)
-    excluded = {
-        e.spec.key: (e.labels[device].reason if device in e.labels else f"no {device} label")
-        for e in entries
-        if e.label(device) not in ("violating", "invariant")
-    }
+    excluded = {e.spec.key: _why_unscored(e, device) for e in entries if e.label(device) not in _SCORED}
     by_key = {e.spec.key: e for e in chosen}
     job_list = [
         (

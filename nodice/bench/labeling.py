@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from nodice.bench.oracle import OracleConfig, config_for
-from nodice.bench.pool import LABELS_FILE, OracleLabel, Pool, PoolEntry, load_manifest, load_pool
+from nodice.bench.pool import (
+    LABELS_FILE,
+    OracleLabel,
+    Pool,
+    PoolEntry,
+    load_manifest,
+    load_pool,
+    source_digest,
+)
 from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 from nodice.tasks import available, get_task
 
@@ -52,10 +60,12 @@ def label_pool(
         for s in chosen
     ]
 
+    digests = {s.key: source_digest(root / "pool" / f"{s.key}.py") for s in chosen}
+
     def to_label(o: JobOutcome) -> OracleLabel:
         if o.result is None:
-            return OracleLabel("excluded", f"oracle worker: {o.error}", {})
-        return OracleLabel(**o.result)
+            return OracleLabel("excluded", f"oracle worker: {o.error}", {}, digests[o.key])
+        return OracleLabel(**{**o.result, "source_sha256": digests[o.key]})
 
     def done(o: JobOutcome) -> None:
         if on_done is not None:
@@ -72,7 +82,9 @@ def label_pool(
         labs = dict(previous[s.key].labels) if s.key in previous else {}
         if s.key in fresh:
             labs[device] = fresh[s.key]
-        entries.append(PoolEntry(s, get_task(s.task).family, labs))
+        entries.append(
+            PoolEntry(s, get_task(s.task).family, labs, source_digest(root / "pool" / f"{s.key}.py"))
+        )
     oracle: dict[str, Any] = {}
     if target.exists():
         oracle = load_pool(root, target).oracle

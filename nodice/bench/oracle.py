@@ -311,8 +311,10 @@ def label_candidate(
     if dev.type not in observable_on:
         # No difference is no evidence when the mechanism cannot act on this device.
         return _excluded(
-            f"no difference on {dev.type}, where this mechanism cannot show "
-            "(Triton's interpreter runs programs one at a time); labeled on " + ", ".join(observable_on),
+            f"no difference on {dev.type}, where this candidate's mechanism cannot act "
+            "(e.g. float atomics add in a fixed order there); labeled on "
+            + ", ".join(observable_on)
+            + " only",
             evidence,
         )
     return OracleLabel("invariant", f"no bit differs in {rec.slots_compared} compared slots", evidence)

@@ -8,6 +8,7 @@ plus the oracle's label per device). The benchmark reads ``labels.json`` only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +54,11 @@ class OracleLabel:
     label: Label
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    source_sha256: str = ""  # of the candidate file the oracle ran: a later edit makes the label stale
+
+
+def source_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @dataclass
@@ -60,10 +66,18 @@ class PoolEntry:
     spec: CandidateSpec
     family: str
     labels: dict[str, OracleLabel] = field(default_factory=dict)
+    source_sha256: str = ""  # of the file as it is now
 
     def label(self, device: str) -> Label | None:
+        """The device's label, or None when there is none or the file changed since it was made."""
         got = self.labels.get(device)
-        return got.label if got else None
+        return got.label if got and not self.stale(device) else None
+
+    def stale(self, device: str) -> bool:
+        got = self.labels.get(device)
+        return bool(
+            got and got.source_sha256 and self.source_sha256 and got.source_sha256 != self.source_sha256
+        )
 
 
 @dataclass
@@ -137,6 +151,8 @@ def load_pool(root: Path, labels: Path | None = None) -> Pool:
     missing = [e.spec.key for e in entries if not pool.path_of(e).is_file()]
     if missing:
         raise PoolError(f"{len(missing)} labeled candidate(s) have no file, e.g. {missing[0]}")
+    for e in entries:
+        e.source_sha256 = source_digest(pool.path_of(e))
     return pool
 
 
