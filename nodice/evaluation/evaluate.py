@@ -80,8 +80,14 @@ class Evaluator:
         correctness: bool = True,
         dynamic: bool = True,
         contracts: list[str] | None = None,
+        guards: bool = True,
     ) -> Evaluation:
-        """Judge (and, when it passes and ``bench``, score) one candidate file for ``task``."""
+        """Judge (and, when it passes and ``bench``, score) one candidate file for ``task``.
+
+        ``guards=False`` skips the anti-cheat rules (and with them the benchmark, which runs the
+        guarded kernel): for auditing existing kernels, which may wrap a library, for batch
+        invariance alone.
+        """
         t0 = time.perf_counter()
         p = Path(path).expanduser().absolute()
         source, sha = _read(p)
@@ -96,6 +102,7 @@ class Evaluator:
             "correctness": correctness,
             "dynamic": dynamic,
             "contracts": [str(c) for c in contracts or []],
+            "guards": guards,
         }
         if not p.is_file():
             # Nothing to run: spare the worker (and the start-up of an isolated one).
