@@ -13,7 +13,7 @@ batch_symbols("num_seqs", "num_heads_total", "batch_heads", "bh", "Z", "max_seq_
 reduction_tiles("BLOCK_N", "BLOCK_KV", "BLOCK_SIZE_N", "BLOCK_DMODEL_KV", "KV_BLOCK", "TILE_KV", "block_n")
 protect(
     "NUM_KV_SPLITS",
-    aliases=["num_kv_splits", "kv_splits", "num_splits_kv", "n_kv_splits", "max_splits", "num_segments"],
+    aliases=["num_kv_splits", "kv_splits", "num_splits_kv", "n_kv_splits", "num_segments"],
     mechanism="work_partitioning",
     guidance=(
         "fix the KV split size, not the number of splits: split each sequence into chunks of a "

@@ -41,7 +41,6 @@ protect(
         "k_splits",
         "kv_splits",
         "num_kv_splits",
-        "max_num_splits",
         "num_partitions",
         "n_partitions",
         "num_chunks_per_row",

@@ -10,10 +10,12 @@ contract("split_kv_decode", subtype_of="attention", tasks=["attention_decode"])
 
 batch_arg("k_cache", axis=0, note="page pool size grows with the batch's pages")
 batch_arg("v_cache", axis=0, note="page pool size grows with the batch's pages")
+batch_arg("block_table", axis=1, note="the table is as wide as the batch's longest request")
 batch_symbols("max_seq_len", "max_seqlen", "max_context_len", "max_num_pages", "num_pages", "total_pages")
 reduction_tiles("PAGE_BLOCK", "BLOCK_PAGES", "PAGES_PER_BLOCK", "PARTITION_SIZE")
 protect(
     "NUM_KV_SPLITS",
-    aliases=["num_kv_splits", "max_num_partitions", "num_partitions", "partitions"],
+    # Not ``max_*``: a maximum over the batch sizes a grid of idle programs, not a split.
+    aliases=["num_kv_splits", "num_partitions", "partitions"],
     mechanism="work_partitioning",
 )

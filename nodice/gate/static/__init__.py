@@ -47,7 +47,15 @@ def _entry_args(an: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, interp
         b = sig.batch_args.get(task_param)
         if b is not None:
             prov = (interp.step(fn, f"{own}: {b.note}"),)
-            out.append(V(kind="tensor", batch=prov, baxis=b.axis, rank=rank))
+            out.append(
+                V(
+                    kind="tensor",
+                    batch=prov,
+                    baxis=b.axis,
+                    rank=rank,
+                    ctx=sig.context_axes.get(task_param, ()),
+                )
+            )
         elif rank is not None:
             out.append(V(kind="tensor", rank=rank))
         else:

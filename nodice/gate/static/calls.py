@@ -11,6 +11,7 @@ import ast
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from nodice.gate.static.choices import ChoiceMixin
 from nodice.gate.static.contracts import Protected
 from nodice.gate.static.library_calls import LibraryMixin
 from nodice.gate.static.triton_exprs import dotted
@@ -18,101 +19,6 @@ from nodice.gate.static.values import NO_CONST, UNKNOWN, Instance, Trace, V, dee
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ClassRef, FuncRef, ModuleInfo
-
-# Calls that do not decide what is computed: allocation, views, conversions, bookkeeping.
-BENIGN_CALLS = frozenset(
-    [
-        "empty",
-        "empty_like",
-        "zeros",
-        "zeros_like",
-        "ones",
-        "ones_like",
-        "full",
-        "full_like",
-        "new_empty",
-        "new_zeros",
-        "new_ones",
-        "new_full",
-        "empty_strided",
-        "view",
-        "reshape",
-        "contiguous",
-        "float",
-        "half",
-        "bfloat16",
-        "to",
-        "clone",
-        "detach",
-        "unsqueeze",
-        "squeeze",
-        "flatten",
-        "expand",
-        "expand_as",
-        "view_as",
-        "reshape_as",
-        "size",
-        "stride",
-        "numel",
-        "dim",
-        "item",
-        "tolist",
-        "copy_",
-        "fill_",
-        "zero_",
-        "cat",
-        "stack",
-        "pad",
-        "narrow",
-        "split",
-        "chunk",
-        "len",
-        "max",
-        "min",
-        "int",
-        "range",
-        "print",
-        "isinstance",
-        "tuple",
-        "list",
-        "dict",
-        "cdiv",
-        "next_power_of_2",
-        "ceil",
-        "floor",
-        "log2",
-        "ValueError",
-        "RuntimeError",
-        "TypeError",
-        "AssertionError",
-        "NotImplementedError",
-        "append",
-        "get",
-        "format",
-        "str",
-        "abs",
-        "round",
-        "enumerate",
-        "zip",
-        "get_device_properties",
-        "is_contiguous",
-        "data_ptr",
-        "element_size",
-        "t",
-        "permute",
-        "transpose",
-        "Config",
-        "type",
-        "cuda",
-        "cpu",
-        "warn",
-        "warning",
-        "device",
-        "current_device",
-        "synchronize",
-        "set_device",
-    ]
-)
 
 
 def _memo_sig(v: V) -> tuple[Any, ...]:
@@ -126,7 +32,7 @@ def _memo_sig(v: V) -> tuple[Any, ...]:
     )
 
 
-class CallMixin(LibraryMixin):
+class CallMixin(LibraryMixin, ChoiceMixin):
     an: Analysis
     mod: ModuleInfo
     env: dict[str, V]
@@ -233,23 +139,6 @@ class CallMixin(LibraryMixin):
                 if p is not None:
                     self.report_protected(p, k, t, node, f"passed as {k} to {callee}")
 
-    def algorithm_choice(self, node: ast.If, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]) -> None:
-        ca, cb = _compute_calls(a), _compute_calls(b)
-        if ca != cb and (ca or cb):
-
-            def fmt(c: frozenset[str]) -> str:
-                return "{" + ", ".join(sorted(c)) + "}" if c else "nothing"
-
-            self.an.report(
-                "algorithm_selection_by_batch",
-                self.mod,
-                node,
-                "ALGORITHM",
-                f"a batch-dependent condition chooses between {fmt(ca)} and {fmt(cb)}",
-                trace,
-                self.step(node, "batch-dependent branch chooses the algorithm"),
-            )
-
     # ---- functions and classes --------------------------------------------------------------
     def call_function(self, fref: FuncRef, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         from nodice.gate.static.dataflow import Interp
@@ -299,6 +188,7 @@ class CallMixin(LibraryMixin):
         if key in self.an.memo:
             return self.an.memo[key]
         interp = Interp(self.an, fref.module, env, closure=fref.closure)
+        interp.scope_body = fn.body if isinstance(fn.body, list) else []
         self.an.stack.append(id(fn))
         try:
             if isinstance(fn, ast.Lambda):
@@ -358,23 +248,3 @@ class CallMixin(LibraryMixin):
                 if p is not None and v.taint is not None:
                     self.report_protected(p, k, v.taint, node, f"passed as {k} to {cref.name}")
         return inst
-
-
-def _compute_calls(body: list[ast.stmt]) -> frozenset[str]:
-    """What a block computes, by the names of the calls that are not allocation or bookkeeping."""
-    out: set[str] = set()
-    todo: list[ast.AST] = list(body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        if isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Subscript):
-                out.add("launch " + (dotted(node.func.value) or "kernel"))
-            else:
-                name = dotted(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
-                last = name.split(".")[-1]
-                if last and last not in BENIGN_CALLS:
-                    out.add(last if isinstance(node.func, ast.Attribute) else name)
-        todo.extend(ast.iter_child_nodes(node))
-    return frozenset(out)

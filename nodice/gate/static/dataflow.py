@@ -77,6 +77,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
         self.returns: list[V] = []
         self.loops: list[int | None] = []
         self.seeded_loops: set[int] = set()
+        self.scope_body: list[ast.stmt] = []  # the function (or module) body being run
         self._rest: list[ast.stmt] = []
 
     def step(self, node: ast.AST, note: str = "") -> str:
@@ -292,6 +293,8 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
 
     def s_For(self, s: ast.For | ast.AsyncFor) -> None:
         it = self.expr(s.iter)
+        if it.taint is not None and any("(batch statistic" in step for step in it.taint):
+            self.accumulation_order(s, it.taint)
         loop_id = id(s) if self.bind_loop_target(s.target, it, s) else None
         self.loops.append(loop_id)
         before = dict(self.env)
@@ -302,6 +305,38 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
         self.run(s.orelse)
 
     s_AsyncFor = s_For
+
+    def accumulation_order(self, s: ast.For | ast.AsyncFor, trace: Trace) -> None:
+        """A loop whose order comes from batch statistics and that adds into something outside it."""
+        defined_inside = {
+            t.id
+            for n in ast.walk(s)
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for n in ast.walk(s):
+            target = n.target if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) else None
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("add_", "index_add_")
+            ):
+                target = n.func.value
+            root = target
+            while isinstance(root, ast.Subscript | ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id not in defined_inside:
+                self.an.report(
+                    "accumulation_order_from_batch",
+                    self.mod,
+                    n,
+                    "ORDER",
+                    f"{root.id} is accumulated in an order computed from the whole batch",
+                    extend(trace, self.step(s, "the loop order depends on the batch")) or trace,
+                    self.step(n, "accumulates in that order"),
+                )
+                return
 
     def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> bool:
         """Bind a loop variable; True when the loop walks over the samples of the batch."""

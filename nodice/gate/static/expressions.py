@@ -28,7 +28,11 @@ def shape_value(t: V, node: ast.AST, ip: Any) -> V:
     if rank is not None:
         items = [V() for _ in range(rank)]
         items[t.baxis] = V(taint=(step(node, src),))
-    return V(kind="shape", items=items, batch=(step(node, src),), baxis=t.baxis, rank=rank)
+        for axis in t.ctx:
+            if -rank <= axis < rank:
+                note = f"batch context: {ip.src(node)}[{axis}] depends on the batchmates"
+                items[axis] = V(taint=(step(node, note),))
+    return V(kind="shape", items=items, batch=(step(node, src),), baxis=t.baxis, rank=rank, ctx=t.ctx)
 
 
 def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
@@ -40,7 +44,7 @@ def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
             v = shape.items[index]
             return V(taint=(step(node, f"batch source: {ip.src(node)}"),)) if v.taint else v
         return V()
-    if shape.batch is not None and index == shape.baxis:
+    if shape.batch is not None and (index == shape.baxis or index in shape.ctx):
         return V(taint=(step(node, f"batch source: {ip.src(node)}"),))
     return V(opaque=shape.batch is not None and index < 0)
 
@@ -214,12 +218,16 @@ class ExprMixin:
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> V:
         saved = dict(self.env)
+        selected = None
         for gen in node.generators:
             it = self.expr(gen.iter)
             self.bind_loop_target(gen.target, it, gen)
             for cond in gen.ifs:
-                self.expr(cond)
+                selected = selected or self.expr(cond).taint
         elt = self.expr(node.value if isinstance(node, ast.DictComp) else node.elt)
+        if selected is not None and elt.taint is None:
+            # ``next(c for c in CONFIGS if m <= c.max_m)``: the filter picks the element.
+            elt = elt.with_taint(extend(selected, self.step(node, "selected by a batch-dependent condition")))
         if isinstance(node, ast.DictComp):
             elt = elt.with_taint(self.expr(node.key).taint)
         self.env = saved
@@ -241,7 +249,7 @@ class ExprMixin:
         if base.kind == "instance" or base.kind == "class":
             found = self.instance_attr(base, attr)
             if found is not None:
-                return found
+                return found.with_taint(base.taint) if found.kind != "func" else found
             return V(taint=base.taint, opaque=True)
         if base.kind == "module":
             v = base.ref.env.get(attr)
@@ -273,14 +281,14 @@ class ExprMixin:
             return self.tensor_index(base, node, idx)
         if base.kind == "seq" and base.items is not None:
             if isinstance(idx.const, int) and -len(base.items) <= idx.const < len(base.items):
-                return base.items[idx.const]
+                return base.items[idx.const].with_taint(base.taint)
             out = join_all(base.items) if base.items else UNKNOWN
             return out.with_taint(extend(idx.taint, self.step(node, "indexed by a batch-dependent value")))
         if base.kind == "dict" and base.keys is not None:
             if idx.const is not NO_CONST and idx.taint is None:
                 try:
                     if idx.const in base.keys:
-                        return base.keys[idx.const]
+                        return base.keys[idx.const].with_taint(base.taint)
                 except TypeError:
                     pass
             out = join_all(list(base.keys.values())) if base.keys else UNKNOWN
@@ -293,9 +301,16 @@ class ExprMixin:
     def tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
         """Indexing a tensor: a sample's own slice is its data, not a batch quantity."""
         first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+        if isinstance(first, ast.Slice) and _fixed_length(first):
+            # ``x[t : t + 1]``: one sample, whatever the batch.
+            return V(taint=base.taint, kind="tensor", rank=base.rank)
         keeps_batch = isinstance(first, ast.Slice) or (
             isinstance(first, ast.Constant) and first.value is Ellipsis
         )
+        if not isinstance(node.slice, ast.Tuple) and idx.kind == "tensor":
+            # ``x[tokens]``: a gather; as many rows as the index has (an expert's load …).
+            rows = idx.batch or idx.taint or base.batch
+            return V(taint=base.taint or idx.taint, kind="tensor", batch=rows, rank=base.rank)
         if base.batch is not None and not keeps_batch and base.baxis == 0:
             return V(taint=base.taint, kind="tensor", rank=base.rank - 1 if base.rank else None)
         return V(
@@ -308,6 +323,22 @@ class ExprMixin:
 
     def e_Call(self, node: ast.Call) -> V:
         return self.call(node)
+
+
+def _fixed_length(s: ast.Slice) -> bool:
+    """``a : a + c`` with a constant ``c`` (or constant bounds): the length does not depend on the batch."""
+    lo, hi = s.lower, s.upper
+    if s.step is not None:
+        return False
+    if isinstance(lo, ast.Constant) and isinstance(hi, ast.Constant):
+        return True
+    return (
+        isinstance(hi, ast.BinOp)
+        and isinstance(hi.op, ast.Add)
+        and isinstance(hi.right, ast.Constant)
+        and lo is not None
+        and ast.dump(hi.left) == ast.dump(lo)
+    )
 
 
 # Type-keyed dispatch: a getattr on a built name per node costs more than the evaluation itself.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 from typing import TYPE_CHECKING
 
 from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, join_all
@@ -53,6 +54,8 @@ class LibraryMixin:
 
         def rng_seed(self, value: V, node: ast.Call, generator: V | None = None) -> None: ...
 
+        def dispatch(self, fv: V, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V: ...
+
     def method_call(self, recv: V, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         if recv.kind == "tensor":
             return self.tensor_method(recv, name, args, kwargs, node)
@@ -60,8 +63,16 @@ class LibraryMixin:
             self.rng_seed(args[0] if args else V(), node, generator=recv)
             return recv
         if recv.kind == "dict" and recv.keys is not None:
-            if name == "get" and args:
+            if name in ("get", "setdefault", "pop") and args:
                 k = args[0]
+                if name == "setdefault" and len(args) > 1:
+                    # A memo keyed by the batch: what it returns was computed for that batch.
+                    stored = args[1].with_taint(k.taint)
+                    if k.const is not NO_CONST and k.taint is None:
+                        with contextlib.suppress(TypeError):
+                            recv.keys.setdefault(k.const, stored)
+                    else:
+                        recv.keys[("?", len(recv.keys))] = stored
                 if k.const is not NO_CONST and k.taint is None:
                     try:
                         return recv.keys.get(k.const, args[1] if len(args) > 1 else V(const=None))
@@ -73,8 +84,10 @@ class LibraryMixin:
                 )
             if name in ("values", "items"):
                 return V(kind="seq", ref=join_all(list(recv.keys.values())))
-            if name in ("update", "setdefault") and args:
-                return V()
+            if name == "update" and args:
+                if args[0].kind == "dict" and args[0].keys:
+                    recv.keys.update(args[0].keys)
+                return V(const=None)
         if recv.kind == "seq" and name in ("append", "extend", "insert") and args:
             if recv.items is not None:
                 recv.items.append(args[-1])
@@ -125,12 +138,24 @@ class LibraryMixin:
 
     def builtin_call(self, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         first = args[0] if args else V()
+        key = kwargs.pop("key", None)
+        if key is not None and key.kind in ("func", "partial", "choice") and args:
+            # ``min(table, key=lambda b: abs(b - m))``: the key decides which element comes out.
+            elem = _element(first) if len(args) == 1 else join_all(args)
+            picked = self.dispatch(key, [elem], {}, node)
+            if picked.taint is not None:
+                out = self.builtin_call(fn, args, kwargs, node)
+                return out.retrace(
+                    extend(picked.taint, self.step(node, f"{fn} ordered by a batch-dependent key"))
+                )
         if fn == "len":
             if first.kind == "tensor" and first.batch is not None and first.baxis == 0:
                 return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
             if first.kind in ("seq", "shape") and first.items is not None:
                 return V(const=len(first.items), taint=first.taint)
             return V(taint=first.taint or (first.batch if first.kind == "shape" else None))
+        if fn in ("next", "iter"):
+            return _element(first).with_taint(first.taint) if fn == "next" else first
         if fn == "range":
             return V(kind="range", taint=deep_taint(*args))
         if fn == "enumerate":

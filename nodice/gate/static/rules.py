@@ -115,6 +115,13 @@ RULES: dict[str, Rule] = {
             "from the start of the sample, not of the packed batch)",
         ),
         Rule(
+            "accumulation_order_from_batch",
+            "reduction_order",
+            "a loop in an order decided by the batch accumulates into the output",
+            "add each sample's contributions in an order of its own (e.g. by top-k slot, or into "
+            "per-slot buffers summed afterwards), not in an order computed from the whole batch",
+        ),
+        Rule(
             "rng_seed_from_batch",
             "rng",
             "a random seed or offset depends on the batch or the sample's position",
@@ -219,9 +226,9 @@ RULES: dict[str, Rule] = {
             "library_kernel_by_shape",
             "algorithm_selection",
             "library GEMM/attention on a batch-shaped tensor: the library picks its algorithm by shape",
-            "left to dynamic validation; cuBLAS/cuDNN/SDPA choose kernels (split-K, tiles) from the batch "
-            "dimension, so use a batch-invariant kernel (fixed tiles) where bitwise invariance matters",
-            "unresolved",
+            "cuBLAS, cuDNN and SDPA choose kernels (split-K, tiles, backends) from the number of rows; "
+            "multiply one sample's rows at a time or use a kernel with fixed tiles (e.g. the task's "
+            "Triton GEMM) so a row is reduced the same way whatever its batchmates",
         ),
         Rule(
             "native_split_from_sm_count",

@@ -35,6 +35,8 @@ class EntrySignature:
     ranks: dict[str, int]
     batch_symbol: str
     batch_args: dict[str, BatchArg]
+    # Further axes whose size depends on the batch context (the widest block table's width …).
+    context_axes: dict[str, tuple[int, ...]]
 
 
 def _split_args(inner: str) -> list[str]:
@@ -87,7 +89,12 @@ def entry_signature(signature: str, contract: Contract) -> EntrySignature:
     for name, dims in tensors:
         if dims and dims[0] == symbol:
             batch[name] = BatchArg(name, 0, len(dims), f"batch axis {symbol} of argument {name}")
+    context: dict[str, tuple[int, ...]] = {}
     for name, axis, note in contract.batch_args:
-        if name in params:
+        if name not in params:
+            continue
+        if name in batch and batch[name].axis != axis:
+            context[name] = (*context.get(name, ()), axis)
+        else:
             batch[name] = BatchArg(name, axis, ranks.get(name), note or f"batch-context axis of {name}")
-    return EntrySignature(params, ranks, symbol, batch)
+    return EntrySignature(params, ranks, symbol, batch, context)

@@ -126,6 +126,7 @@ ARITH = {
     "mul_scalar",
     "scale",
 }
+_SAME_SHAPE = {"contiguous", "float", "half", "bfloat16", "to", "clone", "detach", "type", "cuda", "cpu"}
 META = {
     "dim",
     "ndimension",
@@ -279,10 +280,8 @@ class TorchMixin:
                 kind="tensor",
                 batch=recv.batch,
                 baxis=recv.baxis,
-                rank=recv.rank
-                if fn
-                in ("contiguous", "float", "half", "bfloat16", "to", "clone", "detach", "type", "cuda", "cpu")
-                else None,
+                rank=recv.rank if fn in _SAME_SHAPE else None,
+                ctx=recv.ctx if fn in _SAME_SHAPE else (),
             )
         return self.tensor_result([recv, *args, *kwargs.values()], node, arith=fn in ARITH)
 

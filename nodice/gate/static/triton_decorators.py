@@ -24,14 +24,56 @@ def _resolve(node: ast.expr | None, module_values: dict[str, ast.expr]) -> ast.e
     return node
 
 
-def _literal(node: ast.AST) -> Any:
+def _literal(node: ast.AST, env: dict[str, Any] | None = None) -> Any:
+    """A literal value, with the names of an enclosing comprehension substituted from ``env``."""
+    if env and isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if env and isinstance(node, ast.BinOp):
+        a, b = _literal(node.left, env), _literal(node.right, env)
+        if isinstance(a, int | float) and isinstance(b, int | float):
+            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
+            if type(node.op) in ops:
+                return ops[type(node.op)]
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return object()  # unknown: compares unequal to everything
 
 
-def _config_entries(call: ast.expr) -> dict[str, Any] | None:
+def _iter_values(node: ast.expr) -> list[Any] | None:
+    if isinstance(node, ast.Call) and dotted(node.func) == "range":
+        args = [_literal(a) for a in node.args]
+        return list(range(*args)) if all(isinstance(a, int) for a in args) and len(args) <= 3 else None
+    value = _literal(node)
+    return list(value) if isinstance(value, list | tuple) else None
+
+
+def _expand(configs: ast.expr) -> list[tuple[ast.expr, dict[str, Any]]] | None:
+    """The Config calls of a literal list, or of a comprehension over literal sequences."""
+    if isinstance(configs, ast.List | ast.Tuple):
+        return [(c, {}) for c in configs.elts]
+    if not isinstance(configs, ast.ListComp) or any(g.ifs or g.is_async for g in configs.generators):
+        return None
+    envs: list[dict[str, Any]] = [{}]
+    for gen in configs.generators:
+        values = _iter_values(gen.iter)
+        if values is None or len(envs) * len(values) > 256:
+            return None
+        names = (
+            [e.id for e in gen.target.elts]
+            if isinstance(gen.target, ast.Tuple)
+            else [getattr(gen.target, "id", "")]
+        )
+        new = []
+        for env in envs:
+            for v in values:
+                bound = dict(zip(names, v, strict=False)) if len(names) > 1 else {names[0]: v}
+                new.append({**env, **bound})
+        envs = new
+    return [(configs.elt, env) for env in envs]
+
+
+def _config_entries(call: ast.expr, env: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(call, ast.Call) or dotted(call.func).split(".")[-1] != "Config":
         return None
     entries: dict[str, Any] = {}
@@ -39,19 +81,20 @@ def _config_entries(call: ast.expr) -> dict[str, Any] | None:
     if isinstance(kwargs, ast.Dict):
         for k, v in zip(kwargs.keys, kwargs.values, strict=True):
             if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                entries[k.value] = _literal(v)
+                entries[k.value] = _literal(v, env)
     elif kwargs is not None:
         return None
     for kw in call.keywords:
         if kw.arg in _LAUNCH_OPTIONS:
-            entries[kw.arg] = _literal(kw.value)
+            entries[kw.arg] = _literal(kw.value, env)
     return entries
 
 
 def _varying(configs: ast.expr | None) -> tuple[set[str] | None, set[str]]:
-    if not isinstance(configs, ast.List | ast.Tuple):
+    expanded = _expand(configs) if configs is not None else None
+    if expanded is None:
         return None, set()
-    parsed = [_config_entries(c) for c in configs.elts]
+    parsed = [_config_entries(c, env) for c, env in expanded]
     if any(p is None for p in parsed) or not parsed:
         return None, set()
     dicts = [p for p in parsed if p is not None]

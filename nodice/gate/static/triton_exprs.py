@@ -154,6 +154,7 @@ class KernelExprs:
     """Expression evaluation; subclasses provide ``env``, ``sink``, ``atomic``, ``reduction``."""
 
     env: dict[str, KV]
+    masked: set[str]
 
     def __init__(self, helpers: dict[str, ast.FunctionDef]):
         self.helpers = helpers
@@ -164,7 +165,12 @@ class KernelExprs:
     def atomic(self, node: ast.AST, certain: bool) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def reduction(self, order_sensitive: bool, dot: bool = False) -> None:  # pragma: no cover
+    def reduction(
+        self, order_sensitive: bool, dot: bool = False, node: ast.AST | None = None
+    ) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def helper_signature(self, signature: list[str]) -> None:  # pragma: no cover
         raise NotImplementedError
 
     def helper_info(self, fn: ast.FunctionDef) -> Any:  # pragma: no cover
@@ -194,6 +200,9 @@ class KernelExprs:
         if t is ast.Compare and len(node.ops) == 1 and type(node.ops[0]) in _ORDERING:  # type: ignore[attr-defined]
             left, right = self.expr(node.left), self.expr(node.comparators[0])  # type: ignore[attr-defined]
             if (left.shape and not left.data) or (right.shape and not right.data):
+                for lab in left.deps | right.deps:
+                    if lab.startswith("loop:"):
+                        self.masked.add(lab)
                 # ``offs < n_rows``, ``toks < seq_len``: a validity mask over an index block. It decides
                 # which elements exist, not what a valid element computes.
                 return KV(_EMPTY, broadcast(left.shape, right.shape), "int")
@@ -289,7 +298,10 @@ class KernelExprs:
             ptr = operand if method_of is None else KV()
             return KV(frozenset(), ptr.shape, None, True)
         if op in ("to", "cast"):
-            dtype = _dtype_of(arg(1, "dtype")) or operand.dtype
+            dtype_node = arg(1, "dtype")
+            if isinstance(dtype_node, ast.Name) and dtype_node.id in self.env:
+                self.sink("reduction_branch", self.expr(dtype_node).deps, node)  # a precision parameter
+            dtype = _dtype_of(dtype_node) or operand.dtype
             return KV(operand.deps, operand.shape, dtype, operand.data, operand.reduced)
         if op in _SUM_LIKE or op in _EXACT:
             return self._reduce(node, op, operand, arg(1, "axis"), arg(2, "keep_dims"))
@@ -369,7 +381,7 @@ class KernelExprs:
         else:
             labels, out_shape = frozenset(), None
         if op in _SUM_LIKE:
-            self.reduction(order_sensitive=operand.dtype != "int")
+            self.reduction(order_sensitive=operand.dtype != "int", node=node)
             self.sink("reduction_tile", labels, node)
         return KV(operand.deps, out_shape, operand.dtype, operand.data, op in _SUM_LIKE or operand.reduced)
 
@@ -379,12 +391,16 @@ class KernelExprs:
             vals.append(self.expr(kw["acc"]))
         a = vals[0] if vals else KV()
         b = vals[1] if len(vals) > 1 else KV()
+        for opt in ("input_precision", "allow_tf32", "max_num_imprecise_acc", "out_dtype"):
+            if opt in kw:
+                # TF32 or IEEE, fp16 or fp32 accumulation: how the reduction is computed.
+                self.sink("reduction_branch", self.expr(kw[opt]).deps, node)
         labels: frozenset[str] = frozenset()
         if a.shape:
             labels |= a.shape[-1]
         if b.shape and len(b.shape) >= 2:
             labels |= b.shape[-2]
-        self.reduction(order_sensitive=False, dot=True)
+        self.reduction(order_sensitive=False, dot=True, node=node)
         self.sink("reduction_tile", labels, node)
         shape = (*a.shape[:-1], b.shape[-1]) if a.shape and b.shape and len(b.shape) >= 2 else None
         acc = vals[2] if len(vals) > 2 else KV()
@@ -425,5 +441,6 @@ class KernelExprs:
         for a in info.atomics:
             self.atomic(node, a.certain)
         self.reduction(info.order_sensitive, info.has_dot)
+        self.helper_signature(info.signature)
         u = _union(vals + list(kvals.values()))
         return KV(u.deps, None, None, u.data or info.has_dot or info.order_sensitive, u.reduced)

@@ -56,6 +56,9 @@ class KernelInfo:
     has_dot: bool = False
     autotune: Autotune | None = None
     heuristics: dict[str, ast.expr] = field(default_factory=dict)
+    # The reductions the kernel performs (sum-like calls, reduction loop ranges), by source shape:
+    # two kernels with equal signatures fold every sample alike.
+    signature: list[str] = field(default_factory=list)
 
     def param_sinks(self, param: str) -> list[KernelSink]:
         return [s for s in self.sinks if param in s.labels]
@@ -157,9 +160,12 @@ class _KernelWalker(KernelExprs):
         self.cache = cache
         self.env = {p: KV(frozenset({p}), ()) for p in info.params}
         self.control: frozenset[str] = frozenset()
+        self.masked: set[str] = set()  # loop-index labels that some ordering mask compares against
 
     # ---- hooks used by the expression evaluator -------------------------------
     def sink(self, kind: str, labels: frozenset[str], node: ast.AST) -> None:
+        if any(lab.startswith("loop:") for lab in labels):
+            labels = frozenset(lab for lab in labels if not lab.startswith("loop:"))
         if labels:
             line = getattr(node, "lineno", 0)
             self.info.sinks.append(KernelSink(kind, labels, line, ""))
@@ -167,9 +173,14 @@ class _KernelWalker(KernelExprs):
     def atomic(self, node: ast.AST, certain: bool) -> None:
         self.info.atomics.append(AtomicSite(getattr(node, "lineno", 0), "", certain))
 
-    def reduction(self, order_sensitive: bool, dot: bool = False) -> None:
+    def reduction(self, order_sensitive: bool, dot: bool = False, node: ast.AST | None = None) -> None:
         self.info.order_sensitive |= order_sensitive
         self.info.has_dot |= dot
+        if node is not None:
+            self.info.signature.append(ast.dump(node, annotate_fields=False))
+
+    def helper_signature(self, signature: list[str]) -> None:
+        self.info.signature.extend(signature)
 
     def helper_info(self, fn: ast.FunctionDef) -> KernelInfo | None:
         if id(fn) in self.cache or len(self.cache) > 64:
@@ -182,7 +193,10 @@ class _KernelWalker(KernelExprs):
             self.stmt(stmt)
 
     def bind(self, target: ast.expr, value: KV) -> None:
-        if self.control:
+        # A branch on a parameter picks the constants assigned under it (``if SMALL: BLOCK = 64``).
+        # Everything else computed under a branch carries its own dependencies; the condition is a
+        # guard (``if start < seq_len:``) that decides whether a value exists, not what it is.
+        if self.control and not value.deps and value.shape == () and not value.data:
             value = KV(value.deps | self.control, value.shape, value.dtype, value.data, value.reduced)
         if isinstance(target, ast.Name):
             self.env[target.id] = value
@@ -225,12 +239,18 @@ class _KernelWalker(KernelExprs):
 
     def loop(self, s: ast.For) -> None:
         it = s.iter
+        start_step: frozenset[str] = frozenset()
         if isinstance(it, ast.Call) and dotted(it.func).split(".")[-1] in ("range", "static_range"):
             bound_args = [self.expr(a) for a in it.args]
             bound = KV(frozenset().union(*(a.deps for a in bound_args)), (), "int")
+            if len(bound_args) >= 2:
+                start_step = bound_args[0].deps.union(*(a.deps for a in bound_args[2:]))
         else:
             bound = KV(self.expr(it).deps, (), "int")
-        self.bind(s.target, bound)
+            start_step = bound.deps
+        # A label for the loop index, to see whether the body masks against it.
+        marker = f"loop:{id(s)}"
+        self.bind(s.target, KV(bound.deps | {marker}, (), "int"))
         before = set(self.env)
         selfref, reinit, inexact = _loop_updates(s.body)
         loop_vars = set(_assigned_names(s.target))
@@ -244,8 +264,13 @@ class _KernelWalker(KernelExprs):
             for n in accumulators:
                 v = self.env[n]
                 self.env[n] = KV(v.deps, v.shape, v.dtype, v.data, True)
-            # The loop's range decides which elements each program folds, and in what steps.
-            self.sink("reduction_bound", bound.deps, s.iter if isinstance(s.iter, ast.Call) else s)
+            # The loop's start and step decide which elements each program folds and in what steps.
+            # Its end decides how many, unless the body masks elements against the loop index: then
+            # iterations past the real end are masked no-ops (a causal key loop ending at the
+            # query block's end).
+            self.reduction(False, node=s.iter)
+            labels = bound.deps if marker not in self.masked else start_step
+            self.sink("reduction_bound", labels, s.iter if isinstance(s.iter, ast.Call) else s)
 
 
 _REDUCING_CALLS = {"sum", "reduce", "cumsum", "cumprod", "associative_scan", "dot", "dot_scaled"}
@@ -285,6 +310,7 @@ def summarize_kernel(
     info = KernelInfo(fn.name, fn, params, _constexprs(fn))
     cache[id(fn)] = info
     _KernelWalker(info, helpers, cache).walk(fn.body)
+    info.signature.sort()
     from nodice.gate.static.triton_decorators import read_decorators
 
     read_decorators(info, module_values or {})

@@ -37,6 +37,7 @@ class V:
     ref: Any = None  # func/kernel/class/module/instance/py/method payload
     opaque: bool = False  # the analyzer does not know where it comes from
     baxis: int = 0  # tensors: which axis ``batch`` refers to
+    ctx: tuple[int, ...] = ()  # tensors: other axes whose size depends on the batch context
 
     @property
     def tainted(self) -> bool:
@@ -55,6 +56,7 @@ class V:
             self.ref,
             self.opaque,
             self.baxis,
+            self.ctx,
         )
 
     def with_taint(self, taint: Trace | None) -> V:
@@ -71,6 +73,7 @@ class V:
             self.ref,
             self.opaque,
             self.baxis,
+            self.ctx,
         )
 
 
@@ -132,6 +135,11 @@ def join(a: V, b: V) -> V:
         and a.kind in ("func", "kernel", "class", "module", "py", "instance")
     ):
         return a.with_taint(taint)
+    if a.kind == b.kind == "instance" and a.ref.cls is b.ref.cls:
+        attrs = dict(a.ref.attrs)
+        for k, v in b.ref.attrs.items():
+            attrs[k] = join(attrs[k], v) if k in attrs else v
+        return V(taint=taint, kind="instance", ref=Instance(a.ref.cls, attrs))
     if a.kind in ("func", "kernel", "choice") and b.kind in ("func", "kernel", "choice"):
         alts = (a.items if a.kind == "choice" else [a]) or []
         alts = alts + [x for x in ((b.items if b.kind == "choice" else [b]) or []) if x not in alts]
