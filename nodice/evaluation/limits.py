@@ -32,6 +32,8 @@ KEPT_VARIABLES = (
 KEPT_PREFIXES = ("TRITON_",)
 # Address space the CPU worker needs beyond the resident memory it is allowed (torch, triton, numpy).
 ADDRESS_SPACE_OVERHEAD_MB = 4096
+# Largest file a worker may write (its own log included): a candidate printing forever cannot fill the disk.
+FILE_SIZE_LIMIT_MB = 1024
 
 
 def default_memory_mb() -> int:
@@ -66,6 +68,10 @@ def clean_environment(package_root: Path, extra: dict[str, str] | None = None) -
 
 def apply_in_worker(memory_mb: int | None, device: str) -> str:
     """Set the worker's own limits; returns how memory is limited, for the record."""
+    _, hard_fsize = resource.getrlimit(resource.RLIMIT_FSIZE)
+    fsize = FILE_SIZE_LIMIT_MB << 20
+    if hard_fsize == resource.RLIM_INFINITY or fsize <= hard_fsize:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, hard_fsize))
     if memory_mb is None or device == "cuda":
         return "resident-set watchdog"
     cap = (memory_mb + ADDRESS_SPACE_OVERHEAD_MB) << 20

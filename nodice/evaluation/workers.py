@@ -60,7 +60,9 @@ class WorkerProcess:
 
     def __init__(self, device: str | None, limits: Limits, wait: bool = True):
         self.limits = limits
-        self.log_path = Path(tempfile.mkstemp(prefix="nodice-worker-", suffix=".log")[1])
+        log_fd, log_name = tempfile.mkstemp(prefix="nodice-worker-", suffix=".log")
+        os.close(log_fd)
+        self.log_path = Path(log_name)
         parent_sock, child_sock = socket.socketpair()
         self.conn = Connection(os.dup(parent_sock.fileno()))
         parent_sock.close()
