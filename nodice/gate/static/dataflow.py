@@ -316,7 +316,9 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
             if isinstance(t, ast.Name)
         }
         for n in ast.walk(s):
-            target = n.target if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) else None
+            target: ast.expr | None = None
+            if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add):
+                target = n.target
             if (
                 isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute)

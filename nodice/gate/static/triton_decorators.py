@@ -60,7 +60,7 @@ def _expand(configs: ast.expr) -> list[tuple[ast.expr, dict[str, Any]]] | None:
         if values is None or len(envs) * len(values) > 256:
             return None
         names = (
-            [e.id for e in gen.target.elts]
+            [getattr(e, "id", "") for e in gen.target.elts]
             if isinstance(gen.target, ast.Tuple)
             else [getattr(gen.target, "id", "")]
         )

@@ -120,7 +120,8 @@ class LaunchMixin:
                     self.mod,
                     node,
                     p,
-                    f"{p} chooses how {name} reduces (another reduction or precision) and depends on the batch",
+                    f"{p} chooses how {name} reduces (another reduction or precision) and depends on "
+                    "the batch",
                     (*v.taint, at),
                     self._kernel_step(kref, branches[0], f"{p} picks the reduction"),
                 )
