@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+import typer
+from typer.testing import CliRunner, Result
+
+from nodice.evolution.commands import register
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from tests.evolution_helpers import BUILTIN_BUDGET, builtin_run
@@ -61,3 +65,33 @@ def test_state_file_and_progress_tell_the_story() -> None:
     assert state["best"]["geomean"] == summary.best_geomean
     assert state["rejections"].get("bi_violation", 0) >= 1
     assert "small_batch_eager_path: bi_violation" in printed and "best " in printed
+
+
+def test_run_subcommands_for_external_agents() -> None:
+    root, summary, _ = builtin_run()
+    app = typer.Typer()
+    register(app)
+    cli = CliRunner()
+
+    def nodice_run(*args: str) -> Result:
+        return cli.invoke(app, ["run", *args, "--run-dir", str(root)])
+
+    status = nodice_run("status", "--json")
+    assert status.exit_code == 0, status.output
+    data = json.loads(status.stdout)
+    assert data["evaluations"] == BUILTIN_BUDGET and data["evaluations_left"] == 0
+    assert data["best"]["geomean"] == summary.best_geomean
+    lineage = nodice_run("lineage")
+    assert lineage.exit_code == 0 and lineage.stdout.startswith("v0 ")
+    diff = nodice_run("show", "1", "--diff")
+    assert diff.exit_code == 0 and diff.stdout.startswith("diff --git")
+    missing = nodice_run("show", "99")
+    assert missing.exit_code == 2 and "no version v99" in missing.stderr
+    search = nodice_run("search", "split", "KV", "decode")
+    assert search.exit_code == 0 and "Split-KV" in search.stdout
+    # The budget is spent: evaluating is refused in one line, before any work.
+    spent = nodice_run("eval")
+    assert spent.exit_code == 2 and spent.stderr.strip().startswith("budget exhausted")
+    # The workspace holds the best version again: committing it is refused, with the reason.
+    again = nodice_run("commit", "-m", "again")
+    assert again.exit_code == 1 and "already version" in again.stdout

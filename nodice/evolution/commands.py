@@ -100,7 +100,7 @@ def evolve(
     except NodiceError as exc:
         _fail(exc.line())
     gain = ""
-    if summary.first_geomean > 0 and summary.best_geomean > 0:
+    if summary.first_geomean > 0 and summary.best_geomean > 0 and summary.best_version:
         gain = f" ({(summary.best_geomean / summary.first_geomean - 1) * 100:+.1f}% over the seed)"
     out.print(
         f"{summary.evaluations} evaluations, {summary.commits} committed versions; best geomean "

@@ -73,21 +73,28 @@ class Engine:
             ProgressState(config.task, config.agent, config.device, config.budget, config.time_budget_s),
             self.console,
         )
+        self.session.on_evaluation_start = self.progress.evaluating
 
     # ---- stopping ------------------------------------------------------------------
     def elapsed(self) -> float:
         return self._elapsed_before + time.monotonic() - self._session_start
 
-    def should_stop(self) -> bool:
+    def must_stop(self) -> bool:
+        """A signal or the time budget: stop now."""
         if self._stop_requested:
             self.stop_reason = self.stop_reason or "stopped by signal"
+            return True
+        if self.config.time_budget_s is not None and self.elapsed() >= self.config.time_budget_s:
+            self.stop_reason = f"time budget spent ({self.config.time_budget_s:.0f} s)"
+            return True
+        return False
+
+    def should_stop(self) -> bool:
+        if self.must_stop():
             return True
         left = self.session.evaluations_left()
         if left is not None and left <= 0:
             self.stop_reason = f"evaluation budget spent ({self.config.budget})"
-            return True
-        if self.config.time_budget_s is not None and self.elapsed() >= self.config.time_budget_s:
-            self.stop_reason = f"time budget spent ({self.config.time_budget_s:.0f} s)"
             return True
         return False
 
@@ -204,7 +211,13 @@ class Engine:
         knowledge = KnowledgeBase([Path(d) for d in self.config.knowledge_dirs])
         tools = AgentTools(self.session, knowledge, self.agent.name)
         ctx = AgentContext(
-            self.session, tools, knowledge, self.config, poll=self.observe, should_stop=self.should_stop
+            self.session,
+            tools,
+            knowledge,
+            self.config,
+            poll=self.observe,
+            should_stop=self.should_stop,
+            must_stop=self.must_stop,
         )
         self._evaluate_seed()
         self.observe()

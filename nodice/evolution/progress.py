@@ -44,6 +44,7 @@ class ProgressState:
     best_version: int | None = None
     rejections: dict[str, int] = field(default_factory=dict)
     direction: str = "(initial)"
+    current: str = ""
     interventions: int = 0
     started: float = field(default_factory=time.monotonic)
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=8))
@@ -62,7 +63,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.console.is_terminal:
-            self._live = Live(self.render(), console=self.console, refresh_per_second=4, transient=False)
+            # Live re-renders this object on every refresh, so the clock and the current step tick.
+            self._live = Live(self, console=self.console, refresh_per_second=2, transient=False)
             self._live.__enter__()
         else:
             s = self.state
@@ -71,7 +73,8 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
-            self._live.update(self.render())
+            self.state.current = ""
+            self._live.refresh()
             self._live.__exit__(None, None, None)
             self._live = None
 
@@ -80,7 +83,14 @@ class Progress:
 
     def _refresh(self) -> None:
         if self._live is not None:
-            self._live.update(self.render())
+            self._live.refresh()
+
+    def __rich__(self) -> Panel:
+        return self.render()
+
+    def evaluating(self, label: str) -> None:
+        self.state.current = f"evaluating {label}"
+        self._refresh()
 
     # ---- events -----------------------------------------------------------------
     def sync(
@@ -100,7 +110,7 @@ class Progress:
 
     def attempt(self, a: Attempt, evaluations: int) -> None:
         s = self.state
-        s.evaluations = evaluations
+        s.evaluations, s.current = evaluations, ""
         if a.outcome == "committed" and a.geomean >= s.best_geomean:
             s.first_geomean = s.first_geomean or a.geomean
             s.best_geomean, s.best_version = a.geomean, a.version
@@ -149,6 +159,8 @@ class Progress:
         elapsed = time.monotonic() - s.started
         limit = f" / {s.time_budget_s:.0f}" if s.time_budget_s else ""
         grid.add_row("elapsed", f"{elapsed:.0f}{limit} s")
+        if s.current:
+            grid.add_row("now", Text(s.current, style="cyan"))
         recent = Text()
         for line in s.recent:
             outcome = next((o for o in _OUTCOME_STYLE if f": {o}" in line), "")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from nodice.evolution.session import RunSession
-from nodice.tasks import get_task
 
 ROLE = """\
 You are a GPU kernel engineer evolving a fast kernel for the task below. You are the whole \
@@ -60,6 +59,8 @@ def run_summary(session: RunSession) -> str:
 
 
 def task_brief(session: RunSession) -> str:
+    from nodice.tasks import get_task
+
     task = get_task(session.config.task)
     d = task.describe()
     return (

@@ -59,6 +59,8 @@ class RunSession:
         self.direction = ""
         # Called as listener(event, attempt) with event "attempt" or "commit".
         self.listeners: list[Callable[[str, Attempt], None]] = []
+        # Called with an evaluation's label when it starts (the live view shows it).
+        self.on_evaluation_start: Callable[[str], None] | None = None
 
     def _notify(self, event: str, attempt: Attempt) -> None:
         for listener in self.listeners:
@@ -128,6 +130,8 @@ class RunSession:
         files = self.run.workspace_files() if files is None else files
         if KERNEL_FILE not in files:
             raise NodiceError(f"the workspace has no {KERNEL_FILE}")
+        if self.on_evaluation_start is not None:
+            self.on_evaluation_start(label or "edit")
         snapshot = self.run.snapshot(files)
         t0 = time.perf_counter()
         try:
@@ -203,8 +207,8 @@ class RunSession:
             return CommitResult(False, f"refused: attempt #{prior.id} was rejected\n{prior.feedback}", prior)
         if prior is None or not prior.bench:
             prior = self.evaluate(agent=agent, label="commit", description=description, files=files)
-        if description and not prior.description:
-            prior.description = description
+        if description:
+            prior.description = description  # the commit message is the deliberate one
         return self.commit_attempt(prior)
 
     def commit_attempt(self, attempt: Attempt) -> CommitResult:

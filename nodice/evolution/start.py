@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodice.errors import DeviceError, UnknownTaskError
 from nodice.evolution.lineage import Lineage
 from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
-from nodice.gate.runtime import resolve_device
-from nodice.tasks import get_task
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+EXAMPLES_DIR = PACKAGE_DIR / "examples"
 # Evaluations of a run when --budget is not given: a few minutes on 2 CPU cores with the interpreter.
 DEFAULT_BUDGET = {"cpu": 12, "cuda": 60}
 
@@ -33,6 +33,27 @@ class EvolveOptions:
     stagnation_window: int | None = None
 
 
+def check_task_name(task: str) -> None:
+    """Fail on an unknown task without importing the catalog (and PyTorch with it) in this process."""
+    known = sorted(p.stem for p in (PACKAGE_DIR / "tasks").glob("*.py") if not p.stem.startswith("_"))
+    known = [k for k in known if k != "base"]
+    if task not in known:
+        raise UnknownTaskError(f"'{task}' (known tasks: {', '.join(known)})")
+
+
+def pick_device(device: str | None) -> str:
+    """``cuda`` when asked for or, by default, when one is visible; ``cpu`` otherwise."""
+    if device not in (None, "cpu", "cuda"):
+        raise DeviceError(f"'{device}' (use cpu or cuda)")
+    if device == "cpu":
+        return "cpu"
+    import torch  # only needed to look for a GPU
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("cuda requested but no CUDA device is visible")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def default_run_dir(task: str) -> Path:
     return Path("runs") / task
 
@@ -50,7 +71,7 @@ def seed_source(task: str, seed: Path | None) -> str:
 
 def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
     """The run directory and its configuration; True when an existing run is resumed."""
-    get_task(opts.task)  # an unknown task fails here, before anything is written
+    check_task_name(opts.task)  # an unknown task fails here, before anything is written
     run = RunDir(opts.run_dir or default_run_dir(opts.task))
     resumed = run.exists()
     if resumed:
@@ -82,7 +103,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         ]
         run.save_config(config)
     else:
-        device = resolve_device(opts.device).type
+        device = pick_device(opts.device)
         config = RunConfig(
             task=opts.task,
             device=device,

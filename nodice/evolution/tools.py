@@ -19,7 +19,6 @@ from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.profiling import profile_candidate
 from nodice.evolution.rundir import KERNEL_FILE
 from nodice.evolution.session import RunSession
-from nodice.tasks import get_task
 
 _MAX_READ = 60_000
 
@@ -151,6 +150,8 @@ class AgentTools:
 
     # ---- task and files ---------------------------------------------------------
     def task_info(self) -> str:
+        from nodice.tasks import get_task
+
         task = get_task(self.session.config.task)
         d = task.describe()
         device = self.session.config.device

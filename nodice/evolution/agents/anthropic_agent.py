@@ -61,13 +61,21 @@ class AnthropicAgent(ChatAgent):
     def user_message(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
 
-    def tool_results(self, results: list[tuple[ToolCall, str]], note: str) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = [
+    def tool_results(self, results: list[tuple[ToolCall, str]]) -> list[dict[str, Any]]:
+        blocks = [
             {"type": "tool_result", "tool_use_id": call.id, "content": answer} for call, answer in results
         ]
-        if note:
-            blocks.append({"type": "text", "text": note})
         return [{"role": "user", "content": blocks}]
+
+    def add_note(self, messages: list[dict[str, Any]], note: str) -> None:
+        """Roles must alternate: the note joins the last user message rather than following it."""
+        last = messages[-1] if messages else None
+        if last is None or last["role"] != "user":
+            messages.append(self.user_message(note))
+        elif isinstance(last["content"], list):
+            last["content"] = [*last["content"], {"type": "text", "text": note}]
+        else:
+            last["content"] = f"{last['content']}\n\n{note}"
 
     def close(self) -> None:
         self.client.close()

@@ -40,6 +40,9 @@ class AgentContext:
     poll: Callable[[], None] = field(default=lambda: None)
     # True once the engine wants the agent to wrap up (budget, time, signal).
     should_stop: Callable[[], bool] = field(default=lambda: False)
+    # True when work must end now (time budget, signal); a spent evaluation budget still lets an
+    # agent commit what it already evaluated.
+    must_stop: Callable[[], bool] = field(default=lambda: False)
 
 
 @dataclass

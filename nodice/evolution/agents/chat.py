@@ -58,8 +58,12 @@ class ChatAgent(Agent):
     def user_message(self, text: str) -> dict[str, Any]: ...
 
     @abstractmethod
-    def tool_results(self, results: list[tuple[ToolCall, str]], note: str) -> list[dict[str, Any]]:
-        """Messages carrying the tools' answers (and an optional note from the run)."""
+    def tool_results(self, results: list[tuple[ToolCall, str]]) -> list[dict[str, Any]]:
+        """Messages carrying the tools' answers."""
+
+    @abstractmethod
+    def add_note(self, messages: list[dict[str, Any]], note: str) -> None:
+        """Put a note from the run after the last message (merged into it where the API demands)."""
 
     # ---- the loop -------------------------------------------------------------------------
     def start(self, ctx: AgentContext) -> None:
@@ -74,6 +78,10 @@ class ChatAgent(Agent):
 
     def step(self, ctx: AgentContext) -> StepReport:
         before = ctx.session.evaluations_done()
+        if self.pending_note:
+            # The supervisor's word reaches the model before its next reply.
+            self.add_note(self.turns[-1] if self.turns else self.opening, self.pending_note)
+            self.pending_note = ""
         try:
             reply, assistant = self.complete(self.messages())
         except AgentError:
@@ -81,7 +89,6 @@ class ChatAgent(Agent):
         except Exception as exc:  # the SDKs raise many types; one line is what the user needs
             raise AgentError(f"{type(self).__name__} request failed: {type(exc).__name__}: {exc}") from None
         turn = [assistant]
-        note, self.pending_note = self.pending_note, ""
         if reply.tool_calls:
             results = []
             for call in reply.tool_calls:
@@ -89,14 +96,14 @@ class ChatAgent(Agent):
                 if len(answer) > _TOOL_RESULT_CHARS:
                     answer = answer[:_TOOL_RESULT_CHARS] + "\n… (truncated)"
                 results.append((call, answer))
-            turn.extend(self.tool_results(results, note))
+            turn.extend(self.tool_results(results))
         else:
             left = ctx.session.evaluations_left()
             budget = f" ({left} evaluations left)" if left is not None else ""
             nudge = (
                 f"Keep going{budget}: edit, benchmark, commit what is eligible.\n{run_summary(ctx.session)}"
             )
-            turn.append(self.user_message(f"{note}\n\n{nudge}".strip()))
+            turn.append(self.user_message(nudge))
         self.turns.append(turn)
         made = ctx.session.evaluations_done() - before
         names = ", ".join(c.name for c in reply.tool_calls) or "no tool call"

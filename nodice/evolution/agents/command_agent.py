@@ -64,7 +64,7 @@ class CommandAgent(Agent):
                         self.launch_timeout_s is not None
                         and time.monotonic() - started > self.launch_timeout_s
                     )
-                    if ctx.should_stop() or overdue:
+                    if ctx.must_stop() or overdue:
                         _kill_group(proc)
                         break
                     ctx.poll()

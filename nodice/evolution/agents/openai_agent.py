@@ -76,13 +76,11 @@ class OpenAIAgent(ChatAgent):
     def user_message(self, text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
 
-    def tool_results(self, results: list[tuple[ToolCall, str]], note: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [
-            {"role": "tool", "tool_call_id": call.id, "content": answer} for call, answer in results
-        ]
-        if note:
-            out.append(self.user_message(note))
-        return out
+    def tool_results(self, results: list[tuple[ToolCall, str]]) -> list[dict[str, Any]]:
+        return [{"role": "tool", "tool_call_id": call.id, "content": answer} for call, answer in results]
+
+    def add_note(self, messages: list[dict[str, Any]], note: str) -> None:
+        messages.append(self.user_message(note))
 
     def close(self) -> None:
         self.client.close()
