@@ -110,6 +110,31 @@ def filtered_distribution(
     return FilteredDistribution(probs / probs.sum(), in_top_k & (mass_above < top_p + slack), mass_above)
 
 
+def rule_violation(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    tokens: torch.Tensor,
+) -> str:
+    """What is wrong with a batch's tokens, or "": greedy requests must get exactly the argmax,
+    the others a token inside their top-k/top-p set."""
+    logits, tokens = logits.cpu(), tokens.cpu()
+    vocab = logits.shape[1]
+    for i in range(logits.shape[0]):
+        tok, t = int(tokens[i]), float(temperature[i])
+        k, p = int(top_k[i]), float(top_p[i])
+        label = f"request {i} (temperature={t:.3g}, top_k={k}, top_p={p:.3g})"
+        if not 0 <= tok < vocab:
+            return f"{label}: token {tok} is not in [0, {vocab})"
+        if t <= 0.0:
+            if logits[i, tok] != logits[i].max():
+                return f"{label}: greedy token {tok} is not the argmax {int(logits[i].argmax())}"
+        elif not bool(filtered_distribution(logits[i], t, k, p).allowed[tok]):
+            return f"{label}: token {tok} is outside the top-k/top-p set"
+    return ""
+
+
 def tv_bound(probs: torch.Tensor, draws: int, false_reject: float = _FALSE_REJECT) -> float:
     """Total-variation distance a correct sampler's empirical distribution stays below w.p. 1-δ.
 
@@ -130,6 +155,10 @@ def _choose(gen: torch.Generator, options: list[Any]) -> Any:
 
 def _uniform(gen: torch.Generator, lo: float, hi: float) -> float:
     return lo + (hi - lo) * float(torch.rand((), generator=gen))
+
+
+def _slot(position: int) -> str:
+    return "first" if position == 0 else "last" if position == -1 else f"slot {position}"
 
 
 class Sampling(Task):
@@ -273,34 +302,19 @@ class Sampling(Task):
                 return row, dist
 
     def _check_rules(self, run: KernelRun, problem: Problem, gen: torch.Generator) -> str:
-        """Greedy requests give exactly the argmax; every other token lies in its allowed set."""
+        """A mixed batch (greedy, narrow, wide and random requests) through :func:`rule_violation`."""
         size = _CPU_RULE_BATCH if problem.device.type == "cpu" else _GPU_RULE_BATCH
         styles = ["greedy", "narrow", "wide"] + ["mix"] * (size - 3)
-        samples = [self.sample(problem, gen, mates=s) for s in styles]
-        args = self.compose(problem, samples, gen)
-        tokens = self._tokens(run(args))
-        logits = args[0].cpu()
-        vocab = logits.shape[1]
-        for i, s in enumerate(samples):
-            tok = int(tokens[i])
-            temperature = float(s.tensors["temperature"])
-            top_k, top_p = int(s.tensors["top_k"]), float(s.tensors["top_p"])
-            label = f"request {i} (temperature={temperature:.3g}, top_k={top_k}, top_p={top_p:.3g})"
-            if not 0 <= tok < vocab:
-                return f"{label}: token {tok} is not in [0, {vocab})"
-            if temperature <= 0.0:
-                if logits[i, tok] != logits[i].max():
-                    return f"{label}: greedy token {tok} is not the argmax {int(logits[i].argmax())}"
-                continue
-            if not bool(filtered_distribution(logits[i], temperature, top_k, top_p).allowed[tok]):
-                return f"{label}: token {tok} is outside the top-k/top-p set"
-        return ""
+        args = self.compose(problem, [self.sample(problem, gen, mates=s) for s in styles], gen)
+        logits, temperature, top_k, top_p, _ = args
+        return rule_violation(logits, temperature, top_k, top_p, self._tokens(run(args)))
 
     # ---- batch invariance ----------------------------------------------------------
     def contexts(self, device: torch.device) -> list[BIContext]:
         table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
         return [
-            BIContext(f"B={b},mates {mates},pos {pos}", b, pos, {"mates": mates}) for b, mates, pos in table
+            BIContext(f"B={b},mates {mates},{_slot(pos)}", b, pos, {"mates": mates})
+            for b, mates, pos in table
         ]
 
     def witnesses(self, device: torch.device) -> int:

@@ -51,8 +51,8 @@ def _gdn_chunked(
     v_mask = lane_ok[:, None] & (vs[None, :] < DV)
     # Within a chunk the state is kept undecayed (S = exp(G)·Ŝ, G the gates summed since the
     # chunk began): one multiply per chunk instead of one per token.
-    state = tl.zeros([LANES, DK, BLOCK_V], dtype=tl.float32)
-    log_decay = tl.zeros([LANES], dtype=tl.float32)
+    state = tl.full([LANES, DK, BLOCK_V], 0, tl.float32)
+    log_decay = tl.full([LANES], 0, tl.float32)
     for t in range(seq_len):
         q = tl.load(q_ptr + qk_offs, mask=qk_mask, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + qk_offs, mask=qk_mask, other=0.0).to(tl.float32)
@@ -67,7 +67,7 @@ def _gdn_chunked(
         o = tl.sum(q[:, :, None] * state, axis=1) * (scale * decay)[:, None]
         tl.store(o_ptr + v_offs, o.to(o_ptr.dtype.element_ty), mask=v_mask)
         # Chunk end: fold the accumulated decay into the state and start over.
-        chunk_end = (tl.zeros([LANES], dtype=tl.int32) + t + 1) % chunk == 0
+        chunk_end = (tl.full([LANES], 0, tl.int32) + t + 1) % chunk == 0
         state = tl.where(chunk_end[:, None, None], state * decay[:, None, None], state)
         log_decay = tl.where(chunk_end, 0.0, log_decay)
         gate_offs += n_heads

@@ -46,7 +46,7 @@ def _gdn_recurrent(
     v_offs = gate_offs[:, None] * DV + vs[None, :]
     qk_mask = lane_ok[:, None]
     v_mask = lane_ok[:, None] & (vs[None, :] < DV)
-    state = tl.zeros([LANES, DK, BLOCK_V], dtype=tl.float32)
+    state = tl.full([LANES, DK, BLOCK_V], 0, tl.float32)
     for _ in range(seq_len):
         q = tl.load(q_ptr + qk_offs, mask=qk_mask, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + qk_offs, mask=qk_mask, other=0.0).to(tl.float32)

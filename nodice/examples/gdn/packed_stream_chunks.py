@@ -50,8 +50,8 @@ def _gdn_chunked(
     v_mask = lane_ok[:, None] & (vs[None, :] < DV)
     # Within a chunk the state is kept undecayed (S = exp(G)·Ŝ, G the gates summed since the
     # chunk began): one multiply per chunk instead of one per token.
-    state = tl.zeros([LANES, DK, BLOCK_V], dtype=tl.float32)
-    log_decay = tl.zeros([LANES], dtype=tl.float32)
+    state = tl.full([LANES, DK, BLOCK_V], 0, tl.float32)
+    log_decay = tl.full([LANES], 0, tl.float32)
     # Position of each lane's token in the batch's packed token stream.
     stream_pos = seq * seq_len
     for t in range(seq_len):

@@ -47,8 +47,8 @@ def _route(
     p = tl.exp(logits - tl.max(logits, axis=1)[:, None])
     probs = p / tl.sum(p, axis=1)[:, None]
     slots = tl.arange(0, BLOCK_TOPK)
-    chosen = tl.zeros([BLOCK_T, BLOCK_TOPK], dtype=tl.float32)
-    total = tl.zeros([BLOCK_T], dtype=tl.float32)
+    chosen = tl.full([BLOCK_T, BLOCK_TOPK], 0, tl.float32)
+    total = tl.full([BLOCK_T], 0, tl.float32)
     for j in tl.static_range(TOP_K):
         best = tl.max(probs, axis=1)
         idx = tl.min(tl.where(probs == best[:, None], experts[None, :], BLOCK_E), axis=1)
@@ -90,8 +90,8 @@ def _gate_up_swiglu(
         up_ptrs = gate_ptrs + inter * hidden
         a_mask = row_ok[:, None]
         w_mask = col_ok[None, :]
-        acc_gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_gate = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
+        acc_up = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
         for _ in range(0, hidden, BLOCK_K):
             a = tl.load(a_ptrs, mask=a_mask, other=0.0)
             acc_gate = tl.dot(a, tl.load(gate_ptrs, mask=w_mask, other=0.0), acc_gate)
@@ -99,7 +99,7 @@ def _gate_up_swiglu(
             a_ptrs += BLOCK_K
             gate_ptrs += BLOCK_K
             up_ptrs += BLOCK_K
-        act = acc_gate * tl.sigmoid(acc_gate) * acc_up
+        act = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
         tl.store(
             act_ptr + rows[:, None] * inter + cols[None, :], act.to(act_ptr.dtype.element_ty), mask=w_mask
         )
@@ -127,7 +127,7 @@ def _down(
         a_ptrs = act_ptr + rows[:, None] * inter + ks[None, :]
         w_ptrs = w_ptr + expert.to(tl.int64) * hidden * inter + cols[None, :] * inter + ks[:, None]
         w_mask = col_ok[None, :]
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
         for _ in range(0, inter, BLOCK_K):
             acc = tl.dot(tl.load(a_ptrs), tl.load(w_ptrs, mask=w_mask, other=0.0), acc)
             a_ptrs += BLOCK_K
@@ -153,7 +153,7 @@ def _combine(
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     token_ok = tokens < n_tokens
     mask = token_ok[:, None] & (cols[None, :] < hidden)
-    acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
+    acc = tl.full([BLOCK_T, BLOCK_N], 0, tl.float32)
     # Slot order, every time: the token's sum never depends on other tokens.
     for j in tl.static_range(TOP_K):
         row = tl.load(pair_row_ptr + tokens * TOP_K + j, mask=token_ok, other=0)
@@ -184,8 +184,8 @@ def _dense_gate_up(
     ks = tl.arange(0, BLOCK_K)
     gate_ptrs = w_ptr + expert * 2 * inter * hidden + cols[:, None] * hidden + ks[None, :]
     up_ptrs = gate_ptrs + inter * hidden
-    acc_gate = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    acc_up = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    acc_gate = tl.full([BLOCK_N, BLOCK_K], 0, tl.float32)
+    acc_up = tl.full([BLOCK_N, BLOCK_K], 0, tl.float32)
     for k0 in range(0, hidden, BLOCK_K):
         xk = tl.load(x_ptr + token * hidden + k0 + ks).to(tl.float32)
         acc_gate += tl.load(gate_ptrs, mask=col_ok[:, None], other=0.0).to(tl.float32) * xk[None, :]
@@ -194,7 +194,7 @@ def _dense_gate_up(
         up_ptrs += BLOCK_K
     gate = tl.sum(acc_gate, axis=1)
     up = tl.sum(acc_up, axis=1)
-    act = gate * tl.sigmoid(gate) * up
+    act = gate / (1.0 + tl.exp(-gate)) * up
     tl.store(act_ptr + pair * inter + cols, act.to(act_ptr.dtype.element_ty), mask=col_ok)
 
 
@@ -216,12 +216,12 @@ def _dense_down_combine(
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < hidden
     ks = tl.arange(0, BLOCK_K)
-    y = tl.zeros([BLOCK_N], dtype=tl.float32)
+    y = tl.full([BLOCK_N], 0, tl.float32)
     for j in tl.static_range(TOP_K):
         pair = token * TOP_K + j
         expert = tl.load(ids_ptr + pair).to(tl.int64)
         w_ptrs = w_ptr + expert * hidden * inter + cols[:, None] * inter + ks[None, :]
-        acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        acc = tl.full([BLOCK_N, BLOCK_K], 0, tl.float32)
         for k0 in range(0, inter, BLOCK_K):
             a = tl.load(act_ptr + pair * inter + k0 + ks).to(tl.float32)
             acc += tl.load(w_ptrs, mask=col_ok[:, None], other=0.0).to(tl.float32) * a[None, :]

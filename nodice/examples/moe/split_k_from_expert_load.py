@@ -47,8 +47,8 @@ def _route(
     p = tl.exp(logits - tl.max(logits, axis=1)[:, None])
     probs = p / tl.sum(p, axis=1)[:, None]
     slots = tl.arange(0, BLOCK_TOPK)
-    chosen = tl.zeros([BLOCK_T, BLOCK_TOPK], dtype=tl.float32)
-    total = tl.zeros([BLOCK_T], dtype=tl.float32)
+    chosen = tl.full([BLOCK_T, BLOCK_TOPK], 0, tl.float32)
+    total = tl.full([BLOCK_T], 0, tl.float32)
     for j in tl.static_range(TOP_K):
         best = tl.max(probs, axis=1)
         idx = tl.min(tl.where(probs == best[:, None], experts[None, :], BLOCK_E), axis=1)
@@ -92,8 +92,8 @@ def _gate_up_partial(
         up_ptrs = gate_ptrs + inter * hidden
         a_mask = row_ok[:, None]
         w_mask = col_ok[None, :]
-        acc_gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_up = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_gate = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
+        acc_up = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
         for _ in range(0, k_per_split, BLOCK_K):
             a = tl.load(a_ptrs, mask=a_mask, other=0.0)
             acc_gate = tl.dot(a, tl.load(gate_ptrs, mask=w_mask, other=0.0), acc_gate)
@@ -130,7 +130,7 @@ def _down(
         a_ptrs = act_ptr + rows[:, None] * inter + ks[None, :]
         w_ptrs = w_ptr + expert.to(tl.int64) * hidden * inter + cols[None, :] * inter + ks[:, None]
         w_mask = col_ok[None, :]
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
         for _ in range(0, inter, BLOCK_K):
             acc = tl.dot(tl.load(a_ptrs), tl.load(w_ptrs, mask=w_mask, other=0.0), acc)
             a_ptrs += BLOCK_K
@@ -156,7 +156,7 @@ def _combine(
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     token_ok = tokens < n_tokens
     mask = token_ok[:, None] & (cols[None, :] < hidden)
-    acc = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)
+    acc = tl.full([BLOCK_T, BLOCK_N], 0, tl.float32)
     # Slot order, every time: the token's sum never depends on other tokens.
     for j in tl.static_range(TOP_K):
         row = tl.load(pair_row_ptr + tokens * TOP_K + j, mask=token_ok, other=0)

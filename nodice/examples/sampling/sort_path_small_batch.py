@@ -67,7 +67,7 @@ def _sample(
 
     # Pass 1: row max, first argmax, and the order keys (scratch) of every logit.
     row_max = tl.full([ROWS], float("-inf"), tl.float32)
-    arg_max = tl.zeros([ROWS], dtype=tl.int32)
+    arg_max = tl.full([ROWS], 0, tl.int32)
     for start in range(0, vocab, BLOCK_V):
         cols = start + cols0
         ok = row_ok[:, None] & (cols[None, :] < vocab)
@@ -88,7 +88,7 @@ def _sample(
     for _ in range(KEY_BITS // RADIX_BITS):
         width = width >> RADIX_BITS
         pivots = lo[:, None] + digit[None, :] * width[:, None]
-        count = tl.zeros([ROWS, RADIX], dtype=tl.int32)
+        count = tl.full([ROWS, RADIX], 0, tl.int32)
         for start in range(0, vocab, BLOCK_V):
             key = tl.load(key_ptr + scratch + start)
             count += tl.sum((key[:, None, :] >= pivots[:, :, None]).to(tl.int32), axis=2)
@@ -98,7 +98,7 @@ def _sample(
     kth_key = lo
 
     # Pass 2: unnormalised probabilities of the top-k tokens (scratch) and their mass.
-    top_k_mass = tl.zeros([ROWS], dtype=tl.float32)
+    top_k_mass = tl.full([ROWS], 0, tl.float32)
     for start in range(0, vocab, BLOCK_V):
         cols = start + cols0
         ok = row_ok[:, None] & (cols[None, :] < vocab)
@@ -117,7 +117,7 @@ def _sample(
     for _ in range(KEY_BITS // RADIX_BITS):
         width = width >> RADIX_BITS
         pivots = lo[:, None] + digit[None, :] * width[:, None]
-        above = tl.zeros([ROWS, RADIX], dtype=tl.float32)
+        above = tl.full([ROWS, RADIX], 0, tl.float32)
         for start in range(0, vocab, BLOCK_V):
             key = tl.load(key_ptr + scratch + start)
             w = tl.load(weight_ptr + scratch + start)
@@ -131,11 +131,11 @@ def _sample(
         lo += steps * width
 
     # The draw: one uniform from the request's own seed, walked through the kept mass in vocabulary order.
-    u = tl.rand(seed, tl.zeros([ROWS], dtype=tl.int32))
+    u = tl.rand(seed, tl.full([ROWS], 0, tl.int32))
     threshold = u * kept_mass
     token = tl.full([ROWS], 2**31 - 1, tl.int32)
-    last_kept = tl.zeros([ROWS], dtype=tl.int32)
-    carry = tl.zeros([ROWS], dtype=tl.float32)
+    last_kept = tl.full([ROWS], 0, tl.int32)
+    carry = tl.full([ROWS], 0, tl.float32)
     for start in range(0, vocab, BLOCK_V):
         cols = start + cols0
         key = tl.load(key_ptr + scratch + start)
@@ -158,7 +158,7 @@ def _request_uniform(seed_ptr, u_ptr, n_rows, BLOCK: tl.constexpr):
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = rows < n_rows
     seed = tl.load(seed_ptr + rows, mask=ok, other=0)
-    tl.store(u_ptr + rows, tl.rand(seed, tl.zeros([BLOCK], dtype=tl.int32)), mask=ok)
+    tl.store(u_ptr + rows, tl.rand(seed, tl.full([BLOCK], 0, tl.int32)), mask=ok)
 
 
 def _sorted_path(logits, temperature, top_k, top_p, seed):
