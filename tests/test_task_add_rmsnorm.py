@@ -132,3 +132,18 @@ def test_flops_and_bytes() -> None:
     assert task.bytes_moved(w, torch.bfloat16) == (4 * 2 * 8 + 8) * 2
     args = task.workload_inputs(w, torch.Generator().manual_seed(0), CPU, torch.float32)
     assert [tuple(t.shape) for t in args[:3]] == [(2, 8), (2, 8), (8,)]
+
+
+@pytest.mark.gpu
+def test_seed_passes_on_cuda_in_bf16() -> None:
+    r = check(SEED, "add_rmsnorm", device="cuda", seed=0)
+    assert r.verdict == "pass", r.reason
+    assert r.dtype == "bfloat16"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda p: p.stem)
+def test_violating_variant_is_caught_on_cuda(variant: Path) -> None:
+    r = check(variant, "add_rmsnorm", device="cuda", seed=0, static=False)
+    assert r.verdict == "bi_violation", r.reason
+    assert r.mismatch is not None and r.mismatch.output == "y"

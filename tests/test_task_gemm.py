@@ -110,3 +110,20 @@ def test_flops_and_bytes() -> None:
     assert task.bytes_moved(w, torch.bfloat16) == (2 * 3 + 3 * 5 + 2 * 5) * 2
     args = task.workload_inputs(w, torch.Generator().manual_seed(0), CPU, torch.float32)
     assert [tuple(t.shape) for t in args] == [(2, 3), (3, 5)]
+
+
+@pytest.mark.gpu
+def test_seed_passes_on_cuda_in_bf16() -> None:
+    r = check(SEED, "gemm", device="cuda", seed=0)
+    assert r.verdict == "pass", r.reason
+    assert r.dtype == "bfloat16"
+
+
+# tile_config_from_m is left out: whether a deeper K step alone changes the bits on a GPU
+# depends on the MMA instructions each config compiles to.
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["split_k_from_m", "gemv_path_small_m"])
+def test_violating_variant_is_caught_on_cuda(variant: str) -> None:
+    r = check(EXAMPLES / f"{variant}.py", "gemm", device="cuda", seed=0, static=False)
+    assert r.verdict == "bi_violation", r.reason
+    assert r.mismatch is not None and r.mismatch.expected != r.mismatch.got
