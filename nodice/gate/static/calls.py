@@ -182,7 +182,7 @@ class CallMixin(LibraryMixin, ChoiceMixin):
                 prot = self.an.contract.protected_for(p)
                 if prot is not None:
                     self.report_protected(prot, p, v.taint, node, f"passed as {p} to {name}")
-                env[p] = replace(v, taint=extend(v.taint, self.step(node, f"argument {p} of {name}")))
+                env[p] = v.retrace(extend(v.taint, self.step(node, f"argument {p} of {name}")))
             elif v.opaque and self.an.contract.is_batch_symbol(p):
                 env[p] = V(taint=(self.step(fn, f"batch symbol '{p}' (contract)"),))
         if key in self.an.memo:

@@ -119,7 +119,7 @@ class Analysis:
         return summarize_kernel(ref.node, helpers, mod.kernel_cache, mod.module_values)
 
     def module(self, path: Path, display: str, is_candidate: bool = False) -> ModuleInfo | None:
-        path = path.resolve()
+        path = Path(os.path.abspath(path))
         if path in self.modules:
             return self.modules[path]
         self.modules[path] = None  # import cycles see an unknown module

@@ -170,7 +170,7 @@ class KernelExprs:
     ) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def helper_signature(self, signature: list[str]) -> None:  # pragma: no cover
+    def helper_signature(self, nodes: list[ast.AST]) -> None:  # pragma: no cover
         raise NotImplementedError
 
     def helper_info(self, fn: ast.FunctionDef) -> Any:  # pragma: no cover
@@ -441,6 +441,6 @@ class KernelExprs:
         for a in info.atomics:
             self.atomic(node, a.certain)
         self.reduction(info.order_sensitive, info.has_dot)
-        self.helper_signature(info.signature)
+        self.helper_signature(info.reduction_nodes)
         u = _union(vals + list(kvals.values()))
         return KV(u.deps, None, None, u.data or info.has_dot or info.order_sensitive, u.reduced)

@@ -57,8 +57,15 @@ class KernelInfo:
     autotune: Autotune | None = None
     heuristics: dict[str, ast.expr] = field(default_factory=dict)
     # The reductions the kernel performs (sum-like calls, reduction loop ranges), by source shape:
-    # two kernels with equal signatures fold every sample alike.
-    signature: list[str] = field(default_factory=list)
+    # two kernels with equal signatures fold every sample alike. Kept as nodes; dumped on demand.
+    reduction_nodes: list[ast.AST] = field(default_factory=list)
+    _signature: list[str] | None = None
+
+    @property
+    def signature(self) -> list[str]:
+        if self._signature is None:
+            self._signature = sorted(ast.dump(n, annotate_fields=False) for n in self.reduction_nodes)
+        return self._signature
 
     def param_sinks(self, param: str) -> list[KernelSink]:
         return [s for s in self.sinks if param in s.labels]
@@ -177,10 +184,10 @@ class _KernelWalker(KernelExprs):
         self.info.order_sensitive |= order_sensitive
         self.info.has_dot |= dot
         if node is not None:
-            self.info.signature.append(ast.dump(node, annotate_fields=False))
+            self.info.reduction_nodes.append(node)
 
-    def helper_signature(self, signature: list[str]) -> None:
-        self.info.signature.extend(signature)
+    def helper_signature(self, nodes: list[ast.AST]) -> None:
+        self.info.reduction_nodes.extend(nodes)
 
     def helper_info(self, fn: ast.FunctionDef) -> KernelInfo | None:
         if id(fn) in self.cache or len(self.cache) > 64:
@@ -224,7 +231,9 @@ class _KernelWalker(KernelExprs):
         elif isinstance(s, ast.If):
             cond = self.expr(s.test)
             params = frozenset(lab for lab in cond.deps if ":" not in lab)
-            if params and _reduction_signature(s.body) != _reduction_signature(s.orelse):
+            # Without an else the branch is a guard (``if row < n_rows:``): it decides whether a
+            # program works, not how.
+            if params and s.orelse and _reduction_signature(s.body) != _reduction_signature(s.orelse):
                 # A parameter that picks between two different reductions picks the algorithm.
                 self.sink("reduction_branch", params, s)
             saved = self.control
@@ -310,7 +319,6 @@ def summarize_kernel(
     info = KernelInfo(fn.name, fn, params, _constexprs(fn))
     cache[id(fn)] = info
     _KernelWalker(info, helpers, cache).walk(fn.body)
-    info.signature.sort()
     from nodice.gate.static.triton_decorators import read_decorators
 
     read_decorators(info, module_values or {})
