@@ -243,3 +243,23 @@ def test_reconcile_finishes_what_a_kill_interrupted(tmp_path: Path) -> None:
         assert session.reconcile() == []  # nothing left to repair
     finally:
         session.close()
+
+
+def test_param_sites_in_tuples_conditionals_and_repeated_launches() -> None:
+    source = (
+        "import triton\n\n"
+        "def kernel(q, k):\n"
+        "    if q.shape[-1] < 64:\n"
+        "        block_m, block_n = 32, 16\n"
+        "    else:\n"
+        "        block_m, block_n = 128, 64\n"
+        "    num_warps = 8 if q.shape[-1] >= 64 else 4\n"
+        "    _a[(1,)](q, BLOCK=block_m, num_warps=num_warps, num_stages=3)\n"
+        "    _b[(1,)](k, num_warps=4)\n"
+    )
+    keys = {m.key for m in param_mutations(source)}
+    assert {"param:block_m=64", "param:block_n#2=128", "param:num_warps=16", "param:num_warps#2=2"} <= keys
+    assert {"param:num_stages=2", "param:num_stages=4", "param:num_warps#3=8"} <= keys
+    one = next(m for m in param_mutations(source) if m.key == "param:num_warps#2=2")
+    assert "num_warps = 8 if q.shape[-1] >= 64 else 2" in one.source
+    assert tags_of(one.key) >= {"param", "num_warps"}

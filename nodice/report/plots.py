@@ -80,7 +80,10 @@ def trajectory(data: RunData, path: Path) -> Path:
     ax.set_yscale("log")
     ax.set_title(f"{data.config.task} on {data.config.device}: running best")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no evaluation yet", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

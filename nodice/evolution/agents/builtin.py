@@ -42,10 +42,7 @@ class Proposal:
 
 
 def _param_tags(m: ParamMutation) -> frozenset[str]:
-    tags = {"param", m.site.kind, m.site.name}
-    if "BLOCK" in m.site.name.upper() or m.site.kind == "cap":
-        tags.add("tile")
-    return frozenset(tags)
+    return tags_of(m.key) | {m.site.kind}
 
 
 def tags_of(key: str) -> frozenset[str]:
@@ -56,7 +53,7 @@ def tags_of(key: str) -> frozenset[str]:
         r = _REWRITES_BY_KEY[key]
         return frozenset({"rewrite", *(("batch_dependent",) if r.batch_dependent else ())})
     if key.startswith("param:"):
-        name = key.removeprefix("param:").split("=")[0]
+        name = key.removeprefix("param:").split("=")[0].split("#")[0]
         kind = "cap" if name.startswith("cap(") else "param"
         tags = {"param", name, kind}
         if "BLOCK" in name.upper() or kind == "cap":

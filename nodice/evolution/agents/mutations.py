@@ -28,7 +28,7 @@ class ParamSite:
     line: int
     col: int
     end_col: int
-    kind: str  # "kwarg" | "cap" | "constant"
+    kind: str  # "kwarg" | "cap" | "constant" | "local"
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,12 @@ class ParamMutation:
 
     @property
     def description(self) -> str:
-        what = {"kwarg": "launch parameter", "cap": "tile cap", "constant": "constant"}[self.site.kind]
+        what = {
+            "kwarg": "launch parameter",
+            "cap": "tile cap",
+            "constant": "constant",
+            "local": "host choice",
+        }[self.site.kind]
         return f"{what} {self.site.name}: {self.site.value} -> {self.new_value}"
 
 
@@ -70,25 +75,49 @@ def find_sites(source: str) -> list[ParamSite]:
     device_lines = _jit_function_lines(tree)
     sites: list[ParamSite] = []
 
-    def add(name: str, node: ast.AST, kind: str) -> None:
-        value = _int_literal(node)
-        if value is None or node.lineno in device_lines or node.lineno != node.end_lineno:  # type: ignore[attr-defined]
+    def add(name: str, node: ast.expr, kind: str) -> None:
+        # A literal, or each literal arm of a conditional (`8 if head_dim >= 64 else 4`).
+        if isinstance(node, ast.IfExp):
+            add(name, node.body, kind)
+            add(name, node.orelse, kind)
             return
-        sites.append(ParamSite(name, value, node.lineno, node.col_offset, node.end_col_offset or 0, kind))  # type: ignore[attr-defined]
+        value = _int_literal(node)
+        if value is None or node.lineno in device_lines or node.lineno != node.end_lineno:
+            return
+        sites.append(ParamSite(name, value, node.lineno, node.col_offset, node.end_col_offset or 0, kind))
+
+    def tunable(name: str) -> bool:
+        return name in _LIMITS or bool(_TUNABLE.search(name))
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg and (node.arg in _LIMITS or _TUNABLE.search(node.arg)):
+        if isinstance(node, ast.keyword) and node.arg and tunable(node.arg):
             add(node.arg, node.value, "kwarg")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min":
             if any("next_power_of_2" in ast.unparse(a) for a in node.args):
                 target = _assigned_name(tree, node) or "tile"
                 for a in node.args:
                     add(f"cap({target})", a, "cap")
-        elif isinstance(node, ast.Assign) and node.col_offset == 0 and len(node.targets) == 1:
-            t = node.targets[0]
-            if isinstance(t, ast.Name) and t.id.isupper() and _TUNABLE.search(t.id):
-                add(t.id, node.value, "constant")
-    return sorted(sites, key=lambda s: (s.line, s.col))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t, value = node.targets[0], node.value
+            kind = "constant" if node.col_offset == 0 else "local"
+            if isinstance(t, ast.Name) and tunable(t.id) and (kind == "local" or t.id.isupper()):
+                add(t.id, value, kind)
+            elif isinstance(t, ast.Tuple) and isinstance(value, ast.Tuple) and len(t.elts) == len(value.elts):
+                for name, element in zip(t.elts, value.elts, strict=True):  # block_m, block_n = 128, 64
+                    if isinstance(name, ast.Name) and tunable(name.id):
+                        add(name.id, element, kind)
+    return _number_repeats(sorted(sites, key=lambda s: (s.line, s.col)))
+
+
+def _number_repeats(sites: list[ParamSite]) -> list[ParamSite]:
+    """Give the 2nd, 3rd … site of a name its own key (``num_warps#2``), stable across edits elsewhere."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in sites:
+        seen[s.name] = seen.get(s.name, 0) + 1
+        n = seen[s.name]
+        out.append(s if n == 1 else ParamSite(f"{s.name}#{n}", s.value, s.line, s.col, s.end_col, s.kind))
+    return out
 
 
 def _assigned_name(tree: ast.Module, call: ast.Call) -> str | None:
@@ -99,8 +128,9 @@ def _assigned_name(tree: ast.Module, call: ast.Call) -> str | None:
 
 
 def neighbours(site: ParamSite) -> list[int]:
-    lo, hi = _LIMITS.get(site.name, _DEFAULT_LIMITS)
-    if site.name == "num_stages":
+    base = site.name.split("#")[0]
+    lo, hi = _LIMITS.get(base, _DEFAULT_LIMITS)
+    if base == "num_stages":
         candidates = [site.value - 1, site.value + 1]
     else:
         candidates = [site.value * 2, site.value // 2]
