@@ -58,9 +58,6 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
     memory_note = apply_in_worker(memory_mb, device.type)
     if device.type == "cuda":
         torch.cuda.init()
-    # Lazy imports torch makes on first use (meta tensors pull in its compiler stack, which
-    # rewraps torch.manual_seed) happen now, so the harness snapshot below already holds them.
-    torch.ones(1, device="meta").mul(2)
     torch.randn(1 << 20).sum()  # starts the intra-op thread pool, which a candidate's census must not count
     with library_call.watching(library_call.LibraryWatch(library_call.ForbiddenOps())):
         torch.ones(1).mul(2)

@@ -53,6 +53,9 @@ class AddRMSNorm(RowwiseTask):
         residual = torch.stack([s.tensors["residual"] for s in samples]).contiguous()
         return (x, residual, problem.shared["weight"], problem.shared["eps"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        return [(args[0].shape, args[0].dtype)] * 2
+
     def reference(self, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
         x, residual, weight, eps = args
         # The sum is rounded to the io dtype first: y normalises what residual_out holds.

@@ -157,6 +157,9 @@ class AttentionDecode(Task):
         seq_lens = torch.tensor(lengths, dtype=torch.int32, device=dev)
         return (q, k_cache, v_cache, table.to(dev), seq_lens, problem.shared["sm_scale"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        return [(args[0].shape, args[0].dtype)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         q, k_cache, v_cache, block_table, seq_lens, sm_scale = args
         page, hkv, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]

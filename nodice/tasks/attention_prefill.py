@@ -122,6 +122,9 @@ class AttentionPrefill(Task):
         q, k, v = (torch.stack([s.tensors[n] for s in samples]).contiguous() for n in ("q", "k", "v"))
         return (q, k, v, problem.shared["causal"], problem.shared["sm_scale"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        return [(args[0].shape, args[0].dtype)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         q, k, v, causal, sm_scale = args
         # One sequence at a time bounds the fp32 score matrix to [Hq, S, S].

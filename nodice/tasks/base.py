@@ -149,6 +149,16 @@ class Task(ABC):
         return tuple(o[index] for o in outs)
 
     # ---- reference and correctness -----------------------------------------
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        """Shape and dtype of each output for ``args``; tasks override this with shape arithmetic.
+
+        The default runs the reference, which is correct but costs a reference
+        computation for every batch the gate builds.
+        """
+        ref = self.reference(*args)
+        outs = ref if isinstance(ref, tuple) else (ref,)
+        return [(o.shape, o.dtype) for o in outs]
+
     @abstractmethod
     def reference(self, *args: Any) -> Output:
         """Reference semantics, computed in fp32 and cast to the output dtype."""

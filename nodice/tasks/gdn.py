@@ -163,6 +163,10 @@ class GatedDeltaNet(Task):
         ]
         return (*stacked, problem.shared["scale"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        v = args[2]
+        return [(v.shape, v.dtype)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         q, k, v, g, beta, scale = args
         return gated_delta_rule(q, k, v, g, beta, scale).to(v.dtype)

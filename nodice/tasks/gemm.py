@@ -87,6 +87,10 @@ class Gemm(Task):
         a = torch.stack([s.tensors["a"] for s in samples]).contiguous()
         return (a, problem.shared["b"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        a, b = args
+        return [(torch.Size((a.shape[0], b.shape[1])), a.dtype)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         a, b = args
         return (a.float() @ b.float()).to(a.dtype)

@@ -161,6 +161,9 @@ class MoE(Task):
         sh = problem.shared
         return (x, logits, sh["w_gate_up"], sh["w_down"], problem.dims["top_k"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        return [(args[0].shape, args[0].dtype)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         x, router_logits, w_gate_up, w_down, top_k = args
         weights, ids = route(router_logits, top_k)

@@ -71,6 +71,9 @@ class RMSNorm(RowwiseTask):
         x = torch.stack([s.tensors["x"] for s in samples]).contiguous()
         return (x, problem.shared["weight"], problem.shared["eps"])
 
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        return [(args[0].shape, args[0].dtype)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         x, weight, eps = args
         xf = x.float()

@@ -229,6 +229,9 @@ class Sampling(Task):
         return tuple(o[index : index + 1] for o in outs)
 
     # ---- reference and correctness ------------------------------------------------
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        return [(torch.Size((args[0].shape[0],)), torch.int64)]
+
     def reference(self, *args: Any) -> torch.Tensor:
         """A correct sampler, batched: sort, top-k, top-p, an inverse-CDF draw with a uniform
         from torch's generator seeded by the request's seed. Its tokens are not the kernel's."""
