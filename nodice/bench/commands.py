@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from nodice.bench.detector import MODES, CandidateRun, run_detector
+from nodice.bench.detector import MODES, CandidateRun, rescore, run_detector, run_meta
 from nodice.bench.pool import OracleLabel, default_root, load_pool
 from nodice.bench.report import markdown, render
 from nodice.errors import NodiceError
@@ -55,6 +56,15 @@ def detector(
     seed: Annotated[int, typer.Option(help="the gate's random seed for every candidate")] = 0,
     warmup: Annotated[bool, typer.Option(help="warm-up run of the full gate before the timed runs")] = True,
     timeout: Annotated[float, typer.Option(help="seconds per candidate (all configurations)")] = 1800.0,
+    progress_out: Annotated[
+        Path | None, typer.Option("--progress", help="append each candidate's result to this JSON-lines file")
+    ] = None,
+    rescore_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--rescore", help="score an earlier report (or --progress file) against the current labels"
+        ),
+    ] = None,
 ) -> None:
     """Detection and false-rejection rates of static-only, dynamic-only and the full gate on the pool."""
     try:
@@ -64,21 +74,35 @@ def detector(
         _fail(exc.line())
         return
 
+    if progress_out is not None:
+        progress_out.parent.mkdir(parents=True, exist_ok=True)
+        progress_out.write_text(json.dumps(run_meta(dev, seed, warmup)) + "\n")
+
     def progress(run: CandidateRun) -> None:
         verdicts = "  ".join(f"{m}={run.modes[m].verdict}" for m in MODES)
         err.print(f"{run.key} [{run.label}] {verdicts}", markup=False, highlight=False)
+        if progress_out is not None:
+            with progress_out.open("a") as f:
+                f.write(json.dumps(asdict(run)) + "\n")
 
-    report = run_detector(
-        the_pool,
-        dev,
-        limit=limit,
-        tasks=task,
-        jobs=jobs,
-        seed=seed,
-        warmup=warmup,
-        timeout_s=timeout,
-        on_done=progress,
-    )
+    if rescore_from is not None:
+        try:
+            report = rescore(the_pool, dev, rescore_from)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _fail(f"cannot rescore {rescore_from}: {exc}")
+            return
+    else:
+        report = run_detector(
+            the_pool,
+            dev,
+            limit=limit,
+            tasks=task,
+            jobs=jobs,
+            seed=seed,
+            warmup=warmup,
+            timeout_s=timeout,
+            on_done=progress,
+        )
     if report.candidates_labeled == 0:
         _fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")
     render(report, out)

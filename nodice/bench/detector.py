@@ -16,16 +16,17 @@ repeats, since it is short.
 
 from __future__ import annotations
 
-import platform
+import json
 import statistics
-import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from nodice.bench.pool import Pool, PoolEntry
+from nodice.bench.provenance import environment
 from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 
 
@@ -54,6 +55,8 @@ class ModeRun:
     ms: float
     reason: str = ""
     stages: dict[str, str] = field(default_factory=dict)  # stage name → its verdict
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)  # the dynamic stage's contexts and kernel calls
 
 
 @dataclass
@@ -135,6 +138,8 @@ def judge_job(path: str, task: str, device: str, seed: int, warmup: bool) -> dic
                 ms=round(statistics.median(gate_ms(x.stages) for x in results), 3),
                 reason=r.reason[:300],
                 stages={s.name: s.verdict for s in r.stages},
+                stage_ms={s.name: s.ms for s in r.stages},
+                stats=next((s.stats for s in r.stages if s.name == "dynamic"), {}),
             )
         )
     return out
@@ -217,56 +222,41 @@ def spread(entries: list[PoolEntry], device: str, limit: int | None) -> list[Poo
     return order[:limit] if limit is not None else order
 
 
-def environment(device: str) -> tuple[str, dict[str, str]]:
-    """A description of the machine and the versions that produced a table."""
-    import numpy
-    import torch
-    import triton
+def _timing(warmup: bool) -> str:
+    return "median over candidates of the gate's stage times without the load stage, " + (
+        "after a warm-up run of the full gate in the same process" if warmup else "without a warm-up run"
+    )
 
-    import nodice
 
-    machine = f"{platform.machine()} CPU ({_cpu_name()}), {_cores()} cores"
-    if device == "cuda" and torch.cuda.is_available():
-        machine = f"{torch.cuda.get_device_name(0)}; host {machine}"
-    versions = {
-        "nodice": getattr(nodice, "__version__", "?"),
-        "commit": _git_commit(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "numpy": numpy.__version__,
+def assemble(pool: Pool, device: str, runs: list[CandidateRun], meta: dict[str, Any]) -> DetectorReport:
+    """Score ``runs`` against the pool's current labels for ``device`` (unlabeled runs are dropped).
+
+    ``meta`` carries the run's provenance: date, machine, versions, command, seed, timing.
+    """
+    entries = {e.spec.key: e for e in pool.entries}
+    scored = []
+    for r in runs:
+        e = entries.get(r.key)
+        label = e.label(device) if e else None
+        if label in _SCORED:
+            r.label = str(label)
+            scored.append(r)
+    tasks = {r.task for r in runs}
+    excluded = {
+        e.spec.key: _why_unscored(e, device)
+        for e in pool.entries
+        if e.spec.task in tasks and e.label(device) not in _SCORED
     }
-    return machine, versions
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    return DetectorReport(
+        device=device,
+        candidates_labeled=len(scored),
+        excluded=excluded,
+        scores={m: score(scored, m) for m in MODES},
+        by_task=_breakdown(scored, "task"),
+        by_mechanism=_breakdown(scored, "mechanism"),
+        runs=scored,
+        **meta,
+    )
 
 
 def run_detector(
@@ -279,11 +269,11 @@ def run_detector(
     seed: int = 0,
     warmup: bool = True,
     timeout_s: float = 1800.0,
-    on_done: Any = None,
+    on_done: Callable[[CandidateRun], None] | None = None,
 ) -> DetectorReport:
+    """Run the labeled candidates (all, or ``limit`` of them spread over the pool) through every mode."""
     entries = [e for e in pool.entries if not tasks or e.spec.task in tasks]
     chosen = spread(entries, device, limit)
-    excluded = {e.spec.key: _why_unscored(e, device) for e in entries if e.label(device) not in _SCORED}
     by_key = {e.spec.key: e for e in chosen}
     job_list = [
         (
@@ -313,28 +303,48 @@ def run_detector(
         if on_done is not None:
             on_done(to_run(o))
 
+    meta = run_meta(device, seed, warmup)
     outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done, gpu_count(device))
-    runs = [to_run(o) for o in outcomes]
+    return assemble(pool, device, [to_run(o) for o in outcomes], meta)
+
+
+def run_meta(device: str, seed: int, warmup: bool) -> dict[str, Any]:
+    """Provenance of a benchmark run: date, machine, versions, command, seed, how time is measured."""
     machine, versions = environment(device)
-    return DetectorReport(
-        device=device,
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        machine=machine,
-        versions=versions,
-        command="nodice " + " ".join(sys.argv[1:]) if sys.argv and "nodice" in sys.argv[0] else "",
-        seed=seed,
-        timing=(
-            "median over candidates of the gate's stage times without the load stage, "
-            + (
-                "after a warm-up run of the full gate in the same process"
-                if warmup
-                else "without a warm-up run"
-            )
-        ),
-        candidates_labeled=len(runs),
-        excluded=excluded,
-        scores={m: score(runs, m) for m in MODES},
-        by_task=_breakdown(runs, "task"),
-        by_mechanism=_breakdown(runs, "mechanism"),
-        runs=runs,
-    )
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine,
+        "versions": versions,
+        "command": "nodice " + " ".join(sys.argv[1:]) if sys.argv and "nodice" in sys.argv[0] else "",
+        "seed": seed,
+        "timing": _timing(warmup),
+    }
+
+
+def run_from_dict(d: dict[str, Any]) -> CandidateRun:
+    modes = {m: ModeRun(**v) for m, v in d["modes"].items()}
+    return CandidateRun(d["key"], d["task"], d["mechanism"], d["pattern"], d["label"], modes)
+
+
+def rescore(pool: Pool, device: str, report_path: Path) -> DetectorReport:
+    """An earlier report's verdicts scored against the pool's current labels (no gate run).
+
+    ``report_path`` is a report JSON, or the JSON-lines progress file of a run (one candidate per line).
+    """
+    text = report_path.read_text()
+    meta_keys = ("date", "machine", "versions", "command", "seed", "timing")
+    if report_path.suffix == ".jsonl":
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        head = lines[0] if lines and "runs" not in lines[0] and "key" not in lines[0] else {}
+        runs = [run_from_dict(d) for d in lines if "key" in d]
+    else:
+        head = json.loads(text)
+        runs = [run_from_dict(d) for d in head.get("runs", [])]
+    meta: dict[str, Any] = {k: head.get(k, "") for k in meta_keys}
+    meta["seed"] = int(meta["seed"] or 0)
+    meta["command"] = f"{meta['command']} (rescored against the labels of {_labels_date(pool, device)})"
+    return assemble(pool, device, runs, meta)
+
+
+def _labels_date(pool: Pool, device: str) -> str:
+    return str(pool.oracle.get(device, {}).get("date", "unknown date"))

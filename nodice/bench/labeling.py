@@ -23,6 +23,7 @@ from nodice.bench.pool import (
     load_pool,
     source_digest,
 )
+from nodice.bench.provenance import environment
 from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 from nodice.tasks import available, get_task
 
@@ -40,8 +41,6 @@ def label_pool(
     on_done: Callable[[str, OracleLabel], None] | None = None,
 ) -> Pool:
     """The pool with fresh ``device`` labels for the selected candidates (others keep theirs)."""
-    from nodice.bench.detector import environment
-
     specs = [s for s in load_manifest(root) if s.task in available()]
     target = labels or root / LABELS_FILE
     previous = {e.spec.key: e for e in load_pool(root, target).entries} if target.exists() else {}

@@ -1,0 +1,58 @@
+"""Where and with what a benchmark number was made: machine, versions, commit, date."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+
+def environment(device: str) -> tuple[str, dict[str, str]]:
+    """A description of the machine and the versions that produced a table."""
+    import numpy
+    import torch
+    import triton
+
+    import nodice
+
+    machine = f"{platform.machine()} CPU ({_cpu_name()}), {_cores()} cores"
+    if device == "cuda" and torch.cuda.is_available():
+        machine = f"{torch.cuda.get_device_name(0)}; host {machine}"
+    versions = {
+        "nodice": getattr(nodice, "__version__", "?"),
+        "commit": _git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": numpy.__version__,
+    }
+    return machine, versions
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
