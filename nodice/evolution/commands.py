@@ -66,7 +66,7 @@ def evolve(
     """Evolve a fast, batch-invariant kernel for TASK; rerun on the same run dir to resume."""
     from nodice.evolution.agents import make_agent
     from nodice.evolution.engine import Engine
-    from nodice.evolution.start import EvolveOptions, prepare_run
+    from nodice.evolution.start import EvolveOptions, existing_config, prepare_run
 
     for folder in knowledge or []:
         if not folder.is_dir():
@@ -86,16 +86,18 @@ def evolve(
         stagnation_window=stagnation,
     )
     try:
+        # The agent first: a missing key or a bad spec must not leave a run directory behind.
+        known = existing_config(opts)
+        ag = make_agent(
+            opts.agent or (known.agent if known else "builtin"),
+            model=opts.model or (known.model if known else None),
+            base_url=opts.base_url or (known.base_url if known else None),
+            api_key=api_key,
+            rng_seed=opts.rng_seed if opts.rng_seed is not None else (known.rng_seed if known else 0),
+        )
         run, config, resumed = prepare_run(opts)
         if resumed:
             out.print(f"resuming the run in {run.root}", highlight=False)
-        ag = make_agent(
-            config.agent,
-            model=config.model,
-            base_url=config.base_url,
-            api_key=api_key,
-            rng_seed=config.rng_seed,
-        )
         summary = Engine(run, config, ag, console=out).execute()
     except NodiceError as exc:
         _fail(exc.line())

@@ -69,6 +69,12 @@ def seed_source(task: str, seed: Path | None) -> str:
         raise RunDirError(f"cannot read the seed {path}: {exc}") from None
 
 
+def existing_config(opts: EvolveOptions) -> RunConfig | None:
+    """The configuration of the run ``opts`` would resume, if there is one."""
+    run = RunDir(opts.run_dir or default_run_dir(opts.task))
+    return run.load_config() if run.exists() else None
+
+
 def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
     """The run directory and its configuration; True when an existing run is resumed."""
     check_task_name(opts.task)  # an unknown task fails here, before anything is written
