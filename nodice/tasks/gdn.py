@@ -110,10 +110,6 @@ def gate_weights(heads: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.
     return a_log, dt_bias
 
 
-def _slot(position: int) -> str:
-    return "first" if position == 0 else "last" if position == -1 else f"slot {position}"
-
-
 class GatedDeltaNet(Task):
     name = "gdn"
     family = "linear attention"
@@ -180,7 +176,7 @@ class GatedDeltaNet(Task):
     def contexts(self, device: torch.device) -> list[BIContext]:
         table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
         return [
-            BIContext(f"T={t},B={b},{_slot(pos)}", b, pos, {"variant": {"T": t}})
+            BIContext(f"T={t},B={b}", b, pos, {"variant": {"T": t}})
             for t, batches in table
             for b, pos in batches
         ]

@@ -118,10 +118,6 @@ def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.
     return weights / weights.sum(dim=-1, keepdim=True), ids
 
 
-def _slot(position: int) -> str:
-    return "first" if position == 0 else "last" if position == -1 else f"slot {position}"
-
-
 class MoE(Task):
     name = "moe"
     family = "moe"
@@ -186,10 +182,7 @@ class MoE(Task):
 
     def contexts(self, device: torch.device) -> list[BIContext]:
         table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
-        return [
-            BIContext(f"T={t},mates {steer},{_slot(pos)}", t, pos, {"route": steer})
-            for t, steer, pos in table
-        ]
+        return [BIContext(f"T={t},mates {steer}", t, pos, {"route": steer}) for t, steer, pos in table]
 
     def witnesses(self, device: torch.device) -> int:
         # Every witness costs two batch-1 calls; under the interpreter those dominate.

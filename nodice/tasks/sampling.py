@@ -157,10 +157,6 @@ def _uniform(gen: torch.Generator, lo: float, hi: float) -> float:
     return lo + (hi - lo) * float(torch.rand((), generator=gen))
 
 
-def _slot(position: int) -> str:
-    return "first" if position == 0 else "last" if position == -1 else f"slot {position}"
-
-
 class Sampling(Task):
     name = "sampling"
     family = "sampling"
@@ -315,10 +311,7 @@ class Sampling(Task):
     # ---- batch invariance ----------------------------------------------------------
     def contexts(self, device: torch.device) -> list[BIContext]:
         table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
-        return [
-            BIContext(f"B={b},mates {mates},{_slot(pos)}", b, pos, {"mates": mates})
-            for b, mates, pos in table
-        ]
+        return [BIContext(f"B={b},mates {mates}", b, pos, {"mates": mates}) for b, mates, pos in table]
 
     def witnesses(self, device: torch.device) -> int:
         # An RNG fault only shows when the draw has room to move: several requests make
