@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from nodice.bench.detector import MODES, CandidateRun, rescore, run_detector, run_meta
-from nodice.bench.pool import OracleLabel, default_root, load_pool
+from nodice.bench.pool import LABELS_FILE, OracleLabel, default_root, load_pool
 from nodice.bench.report import markdown, render
 from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR
@@ -151,7 +151,7 @@ def label(
     except NodiceError as exc:
         _fail(exc.line())
         return
-    path = result.save(out_file)
+    path = out_file or root / LABELS_FILE
     counts: dict[str, int] = {}
     for e in result.entries:
         lab = e.label(dev) or "unlabeled"

@@ -7,6 +7,7 @@ machine) live side by side in one file.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from typing import Any
 from nodice.bench.oracle import OracleConfig, config_for
 from nodice.bench.pool import (
     LABELS_FILE,
+    CandidateSpec,
     OracleLabel,
     Pool,
     PoolEntry,
@@ -40,10 +42,25 @@ def label_pool(
     timeout_s: float = 1800.0,
     on_done: Callable[[str, OracleLabel], None] | None = None,
 ) -> Pool:
-    """The pool with fresh ``device`` labels for the selected candidates (others keep theirs)."""
+    """Fresh ``device`` labels for the selected candidates (others keep theirs), saved as each one lands.
+
+    Saving after every candidate means a long run that is stopped keeps what it finished.
+    """
     specs = [s for s in load_manifest(root) if s.task in available()]
     target = labels or root / LABELS_FILE
-    previous = {e.spec.key: e for e in load_pool(root, target).entries} if target.exists() else {}
+    before = load_pool(root, target) if target.exists() else None
+    previous = {e.spec.key: e for e in before.entries} if before else {}
+    entries = {
+        s.key: PoolEntry(
+            s,
+            get_task(s.task).family,
+            dict(previous[s.key].labels) if s.key in previous else {},
+            source_digest(root / "pool" / f"{s.key}.py"),
+        )
+        for s in specs
+    }
+    pool = Pool(root, list(entries.values()), dict(before.oracle) if before else {})
+    pool.oracle[device] = _provenance(device, specs)
     chosen = [s for s in specs if (not tasks or s.task in tasks) and (not keys or s.key in keys)]
     chosen = chosen[:limit] if limit is not None else chosen
     job_list = [
@@ -59,37 +76,32 @@ def label_pool(
         for s in chosen
     ]
 
-    digests = {s.key: source_digest(root / "pool" / f"{s.key}.py") for s in chosen}
-
-    def to_label(o: JobOutcome) -> OracleLabel:
-        if o.result is None:
-            return OracleLabel("excluded", f"oracle worker: {o.error}", {}, digests[o.key])
-        return OracleLabel(**{**o.result, "source_sha256": digests[o.key]})
-
     def done(o: JobOutcome) -> None:
+        entry = entries[o.key]
+        if o.result is None:
+            lab = OracleLabel("excluded", f"oracle worker: {o.error}", {}, entry.source_sha256)
+        else:
+            lab = OracleLabel(**{**o.result, "source_sha256": entry.source_sha256})
+        entry.labels[device] = lab
+        save_atomically(pool, target)
         if on_done is not None:
-            on_done(o.key, to_label(o))
+            on_done(o.key, lab)
 
-    fresh = {
-        o.key: to_label(o)
-        for o in run_jobs(
-            "nodice.bench.oracle:oracle_job", job_list, jobs, timeout_s, done, gpu_count(device)
-        )
-    }
-    entries = []
-    for s in specs:
-        labs = dict(previous[s.key].labels) if s.key in previous else {}
-        if s.key in fresh:
-            labs[device] = fresh[s.key]
-        entries.append(
-            PoolEntry(s, get_task(s.task).family, labs, source_digest(root / "pool" / f"{s.key}.py"))
-        )
-    oracle: dict[str, Any] = {}
-    if target.exists():
-        oracle = load_pool(root, target).oracle
+    run_jobs("nodice.bench.oracle:oracle_job", job_list, jobs, timeout_s, done, gpu_count(device))
+    save_atomically(pool, target)
+    return pool
+
+
+def save_atomically(pool: Pool, target: Path) -> None:
+    tmp = target.with_suffix(".tmp")
+    pool.save(tmp)
+    os.replace(tmp, target)
+
+
+def _provenance(device: str, specs: list[CandidateSpec]) -> dict[str, Any]:
     machine, versions = environment(device)
     configs: dict[str, OracleConfig] = {t: config_for(device, t) for t in sorted({s.task for s in specs})}
-    oracle[device] = {
+    return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine,
         "versions": versions,
@@ -98,10 +110,10 @@ def label_pool(
             t: {
                 "batch_sizes": f"1..{c.max_batch}" + "".join(f", {b}" for b in c.extra_batches),
                 "seeds": c.seeds,
+                "samples_per_seed": c.samples_per_seed,
                 "batch1_runs": c.repeats,
                 "batch_runs": c.batch_repeats,
             }
             for t, c in configs.items()
         },
     }
-    return Pool(root, entries, oracle)
