@@ -1,10 +1,11 @@
-"""Sampling seed: exact top-k/top-p filtering by bisection, a draw keyed by the request's own seed.
+"""Sampling seed: exact top-k/top-p filtering by a radix search, a draw keyed by the request's own seed.
 
 Batch-invariant because a request's token depends on its own row alone:
 
-- the top-k and top-p boundaries are found by a fixed 32-step bisection over
-  the logits' order-preserving integer keys (exact, no sort), reducing each
-  row chunk by chunk in the same order whatever the batch;
+- the top-k and top-p boundaries are found by a fixed search over the
+  logits' order-preserving int32 keys, 4 bits per pass (16 pivots counted at
+  once), exact after 8 passes and without a sort; each pass reduces the row
+  chunk by chunk in the same order whatever the batch;
 - the draw is an inverse-CDF walk over the kept tokens in vocabulary order
   with one uniform number from Philox keyed by the request's seed at offset 0
   — never by its row index or the batch's seeds;
