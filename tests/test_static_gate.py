@@ -114,3 +114,81 @@ def test_render_forms() -> None:
     text = render_text(v, u)
     assert "[violation]" in text and "line 31: batch, hidden = x.shape  (batch source: x.shape[0])" in text
     assert json.loads(render_json(v, u))["verdict"] == "reject"
+
+
+EXOTIC = '''
+import asyncio
+import functools
+import torch
+
+GLOBAL: dict = {}
+
+
+class Meta(type):
+    pass
+
+
+class Base(metaclass=Meta):
+    __slots__ = ("a",)
+
+    @property
+    def size(self):
+        return 1
+
+    @staticmethod
+    def helper(*args, **kwargs):
+        return args, kwargs
+
+
+async def coro(x):
+    async with asyncio.Lock():
+        await asyncio.sleep(0)
+    return [i async for i in agen(x)]
+
+
+async def agen(x):
+    yield x
+
+
+def deep(n):
+    return deep(n - 1) if n else 0
+
+
+def kernel(x, weight, eps, *rest, **opts):
+    global GLOBAL
+    match x.dim():
+        case 2:
+            pass
+        case _:
+            raise ValueError("2-D only")
+    if (n := x.shape[0]) and n > 0:
+        GLOBAL[n] = lambda *a, **k: (a, k)
+    first, *others = x.shape
+    try:
+        del GLOBAL[first]
+    except KeyError:
+        pass
+    finally:
+        deep(3)
+    part = functools.partial(Base.helper, 1)
+    with torch.no_grad():
+        y = {**{"a": 1}, **opts}
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight)[..., :] if y else x
+'''
+
+
+def test_unusual_python_does_not_break_the_analyzer(tmp_path: Path) -> None:
+    p = tmp_path / "exotic.py"
+    p.write_text(EXOTIC)
+    violations, unresolved = run_static(p, get_task("rmsnorm"))
+    assert violations == []
+
+
+def test_pathological_file_runs_out_of_budget_not_forever(tmp_path: Path) -> None:
+    loops = "\n".join("    " * (i + 1) + f"for i{i} in range(x.shape[0]):" for i in range(14))
+    p = tmp_path / "nested.py"
+    p.write_text("def kernel(x, weight, eps):\n" + loops + "\n" + "    " * 15 + "y = x\n    return x\n")
+    t0 = time.perf_counter()
+    violations, unresolved = run_static(p, get_task("rmsnorm"))
+    assert time.perf_counter() - t0 < 10
+    assert violations == []

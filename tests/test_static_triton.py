@@ -345,3 +345,26 @@ def kernel(x, weight, eps):
     violations, _, sink = analyze(tmp_path, code, task="rmsnorm")
     f = next(f for f in violations if f.protected == "ONE_SHOT")
     assert f.mechanism == "algorithm_selection" and f.line == sink
+
+
+def test_row_guard_in_the_kernel_passes(tmp_path: Path) -> None:
+    code = NORM_HEAD + '''
+@triton.jit
+def _rows(x_ptr, y_ptr, n_rows, hidden, BLOCK_H: tl.constexpr):
+    row = tl.program_id(0)
+    if row < n_rows:
+        offs = tl.arange(0, BLOCK_H)
+        acc = tl.zeros([BLOCK_H], dtype=tl.float32)
+        for start in range(0, hidden, BLOCK_H):
+            x = tl.load(x_ptr + row * hidden + start + offs, mask=start + offs < hidden, other=0.0)
+            acc += x * x
+        tl.store(y_ptr + row, tl.sum(acc, axis=0) / hidden)
+
+def kernel(x, weight, eps):
+    n_rows = x.shape[0]
+    y = torch.empty(n_rows, device=x.device)
+    _rows[(triton.cdiv(n_rows, 8) * 8,)](x, y, n_rows, x.shape[1], BLOCK_H=256)
+    return x * torch.rsqrt(y[:, None] + eps) * weight
+'''
+    violations, _, _ = analyze(tmp_path, code, task="rmsnorm")
+    assert violations == []

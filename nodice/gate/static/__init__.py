@@ -15,7 +15,7 @@ from nodice.gate.result import Finding
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
 from nodice.gate.static.dataflow import Interp
 from nodice.gate.static.native import analyze_native
-from nodice.gate.static.program import Analysis
+from nodice.gate.static.program import Analysis, BudgetExceeded, ModuleInfo
 from nodice.gate.static.project import embedded_sources, native_file_sources, referenced_native_files
 from nodice.gate.static.report import Collector, render_json, render_text
 from nodice.gate.static.rules import MECHANISMS, RULES, Rule
@@ -37,9 +37,9 @@ __all__ = [
 ]
 
 
-def _entry_args(an: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, interp: Interp) -> list[V]:
+def _entry_args(an: Analysis, fn: ast.FunctionDef, interp: Interp, skip_self: bool = False) -> list[V]:
     """Abstract values of the task's arguments, bound to the candidate's own parameter names."""
-    names = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    names = [a.arg for a in fn.args.posonlyargs + fn.args.args][1 if skip_self else 0 :]
     sig = an.signature
     out: list[V] = []
     for i, task_param in enumerate(sig.params):
@@ -48,15 +48,8 @@ def _entry_args(an: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, interp
         b = sig.batch_args.get(task_param)
         if b is not None:
             prov = (interp.step(fn, f"{own}: {b.note}"),)
-            out.append(
-                V(
-                    kind="tensor",
-                    batch=prov,
-                    baxis=b.axis,
-                    rank=rank,
-                    ctx=sig.context_axes.get(task_param, ()),
-                )
-            )
+            ctx = sig.context_axes.get(task_param, ())
+            out.append(V(kind="tensor", batch=prov, baxis=b.axis, rank=rank, ctx=ctx))
         elif rank is not None:
             out.append(V(kind="tensor", rank=rank))
         else:
@@ -81,32 +74,17 @@ def run_static(
     # abspath, not resolve(): a symlink-resolving walk costs more than the analysis of a small file.
     folder = Path(os.path.abspath(path)).parent
     an = Analysis(contract, entry_signature(task.signature, contract), folder, collector)
-    mod = an.module(path, str(path), is_candidate=True)
-    if mod is None:
-        return [], []
-    entry_v = mod.env.get(entry)
-    interp = Interp(an, mod, {})
-    call = ast.Call(func=ast.Name(entry, ast.Load()), args=[], keywords=[])
-    node = _entry_def(mod.tree, entry)
-    ast.copy_location(call, node or mod.tree.body[0] if mod.tree.body else ast.Pass(lineno=1, col_offset=0))
-    if entry_v is not None and entry_v.kind == "func" and isinstance(entry_v.ref.node, ast.FunctionDef):
-        interp.call_function(entry_v.ref, _entry_args(an, entry_v.ref.node, interp), {}, call)
-    elif entry_v is not None and entry_v.kind in ("instance", "partial", "choice", "func"):
-        target = interp.instance_attr(entry_v, "__call__") if entry_v.kind == "instance" else entry_v
-        fn = getattr(getattr(target, "ref", None), "node", None)
-        if target is not None and isinstance(fn, ast.FunctionDef):
-            interp.dispatch(
-                target, _entry_args(an, fn, interp)[1 if entry_v.kind == "instance" else 0 :], {}, call
-            )
-    elif entry_v is None or entry_v.opaque:
+    try:
+        mod = an.module(path, str(path), is_candidate=True)
+        if mod is None:
+            return [], []
+        _analyze_entry(an, mod, entry, str(path))
+    except BudgetExceeded:
         collector.add(
-            "opaque_dispatch",
-            str(path),
-            1,
-            "dispatch",
-            f"the entry point '{entry}' is not defined where the analyzer can see it",
-            [],
+            "opaque_dispatch", str(path), 1, "dispatch", "the analysis budget ran out on this file", []
         )
+    except RecursionError:
+        collector.add("opaque_dispatch", str(path), 1, "dispatch", "the code nests too deeply to analyse", [])
     modules = [m for m in an.modules.values() if m is not None]
     natives = [src for m in modules for src in embedded_sources(m.tree, m.source, m.display)]
     natives += native_file_sources(
@@ -115,6 +93,30 @@ def run_static(
     for src in natives:
         analyze_native(src, contract, collector)
     return collector.result()
+
+
+def _analyze_entry(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> None:
+    """Run the entry point with the task's arguments (a function, a callable object, a partial …)."""
+    entry_v = mod.env.get(entry)
+    interp = Interp(an, mod, {})
+    node = _entry_def(mod.tree, entry)
+    call = ast.Call(func=ast.Name(entry, ast.Load()), args=[], keywords=[])
+    ast.copy_location(call, node or (mod.tree.body[0] if mod.tree.body else ast.Pass(lineno=1, col_offset=0)))
+    if entry_v is None or entry_v.opaque:
+        an.collector.add(
+            "opaque_dispatch",
+            display,
+            1,
+            "dispatch",
+            f"the entry point '{entry}' is not defined where the analyzer can see it",
+            [],
+        )
+        return
+    is_instance = entry_v.kind == "instance"
+    target = interp.instance_attr(entry_v, "__call__") if is_instance else entry_v
+    fn = getattr(getattr(target, "ref", None), "node", None)
+    if target is not None and isinstance(fn, ast.FunctionDef):
+        interp.dispatch(target, _entry_args(an, fn, interp, skip_self=is_instance), {}, call)
 
 
 def _entry_def(tree: ast.Module, entry: str) -> ast.stmt | None:

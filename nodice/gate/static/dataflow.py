@@ -17,11 +17,23 @@ from typing import Any
 
 from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
-from nodice.gate.static.program import Analysis, ClassRef, FuncRef, KernelRef, ModuleInfo
+from nodice.gate.static.program import (
+    MAX_STEPS,
+    Analysis,
+    BudgetExceeded,
+    ClassRef,
+    FuncRef,
+    KernelRef,
+    ModuleInfo,
+)
 from nodice.gate.static.torch_calls import TorchMixin
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_launch import LaunchMixin
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
+
+
+def _tainted(env: dict[str, V]) -> frozenset[str]:
+    return frozenset(k for k, v in env.items() if v.taint is not None)
 
 
 def terminates(body: list[ast.stmt]) -> bool:
@@ -106,6 +118,10 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
     def run(self, body: list[ast.stmt]) -> None:
         saved = self.control
         dispatch = _stmt_dispatch()
+        an = self.an
+        an.steps += len(body)
+        if an.steps > MAX_STEPS:
+            raise BudgetExceeded
         for i, s in enumerate(body):
             method = dispatch.get(type(s))
             if method is not None:
@@ -298,8 +314,9 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
         loop_id = id(s) if self.bind_loop_target(s.target, it, s) else None
         self.loops.append(loop_id)
         before = dict(self.env)
-        for _ in range(2):  # twice: values carried around the loop
-            self.run(s.body)
+        self.run(s.body)
+        if _tainted(self.env) != _tainted(before):
+            self.run(s.body)  # a value tainted in one iteration reaches the next
         self.env = merge_envs(before, self.env)
         self.loops.pop()
         self.run(s.orelse)
@@ -379,7 +396,8 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
         self.expr(s.test)
         self.loops.append(None)
         before = dict(self.env)
-        for _ in range(2):
+        self.run(s.body)
+        if _tainted(self.env) != _tainted(before):
             self.run(s.body)
         self.env = merge_envs(before, self.env)
         self.loops.pop()

@@ -18,6 +18,14 @@ from nodice.gate.static.triton_kernels import KernelInfo, summarize_kernel
 from nodice.gate.static.values import Trace, V
 
 MAX_DEPTH = 10
+# Statements one analysis may run (a candidate is a few hundred; a pathological file stops here).
+MAX_STEPS = 20_000
+# Files of the candidate's folder one analysis follows (the candidate and its helper modules).
+MAX_MODULES = 16
+
+
+class BudgetExceeded(Exception):
+    """The analysis ran more statements than ``MAX_STEPS``: the file is left to the dynamic stage."""
 
 
 @dataclass
@@ -82,6 +90,7 @@ class Analysis:
         self.stack: list[int] = []
         self.memo: dict[tuple[Any, ...], V] = {}
         self._listing: frozenset[str] | None = None
+        self.steps = 0
 
     def report(
         self,
@@ -122,6 +131,8 @@ class Analysis:
         path = Path(os.path.abspath(path))
         if path in self.modules:
             return self.modules[path]
+        if len(self.modules) >= MAX_MODULES:
+            return None
         self.modules[path] = None  # import cycles see an unknown module
         parsed = parse_file(path)
         if parsed is None:
