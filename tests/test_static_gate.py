@@ -116,7 +116,7 @@ def test_render_forms() -> None:
     assert json.loads(render_json(v, u))["verdict"] == "reject"
 
 
-EXOTIC = '''
+EXOTIC = """
 import asyncio
 import functools
 import torch
@@ -174,13 +174,13 @@ def kernel(x, weight, eps, *rest, **opts):
     with torch.no_grad():
         y = {**{"a": 1}, **opts}
     return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight)[..., :] if y else x
-'''
+"""
 
 
 def test_unusual_python_does_not_break_the_analyzer(tmp_path: Path) -> None:
     p = tmp_path / "exotic.py"
     p.write_text(EXOTIC)
-    violations, unresolved = run_static(p, get_task("rmsnorm"))
+    violations, _ = run_static(p, get_task("rmsnorm"))
     assert violations == []
 
 
@@ -189,6 +189,6 @@ def test_pathological_file_runs_out_of_budget_not_forever(tmp_path: Path) -> Non
     p = tmp_path / "nested.py"
     p.write_text("def kernel(x, weight, eps):\n" + loops + "\n" + "    " * 15 + "y = x\n    return x\n")
     t0 = time.perf_counter()
-    violations, unresolved = run_static(p, get_task("rmsnorm"))
+    violations, _ = run_static(p, get_task("rmsnorm"))
     assert time.perf_counter() - t0 < 10
     assert violations == []
