@@ -123,6 +123,7 @@ def rejections(data: RunData, path: Path) -> Path:
         ax.invert_yaxis()
     else:
         ax.text(0.5, 0.5, "no rejection", ha="center", va="center", transform=ax.transAxes)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("candidates")
     ax.set_title("rejections by reason")
     fig.tight_layout()
