@@ -17,6 +17,7 @@ Mechanism = Literal[
     "expert_routing",
     "rng",
     "atomics",
+    "autotune",
     "opaque",
 ]
 
@@ -27,6 +28,7 @@ MECHANISMS: tuple[str, ...] = (
     "expert_routing",
     "rng",
     "atomics",
+    "autotune",
     "opaque",
 )
 
@@ -95,14 +97,14 @@ RULES: dict[str, Rule] = {
         ),
         Rule(
             "autotune_key_has_batch",
-            "reduction_order",
+            "autotune",
             "the autotuner picks a configuration per batch size",
             "drop batch dimensions (M, num_tokens, batch) from the autotune key, or make every config "
             "agree on the reduction-shaping parameters (BLOCK_K, SPLIT_K, num_warps)",
         ),
         Rule(
             "heuristic_from_batch",
-            "reduction_order",
+            "autotune",
             "a triton.heuristics rule derives a reduction-shaping parameter from the batch",
             _TILE_GUIDANCE,
         ),
@@ -186,7 +188,7 @@ RULES: dict[str, Rule] = {
         # What the analyzer cannot decide is left to the dynamic stage.
         Rule(
             "autotune_opaque",
-            "reduction_order",
+            "autotune",
             "autotuned kernel: the configuration chosen at run time is not visible statically",
             "left to dynamic validation; pin one config (or key only on per-sample dims and keep "
             "reduction-shaping parameters equal across configs) to make it decidable",
