@@ -233,6 +233,14 @@ RULES: dict[str, Rule] = {
             "Triton GEMM) so a row is reduced the same way whatever its batchmates",
         ),
         Rule(
+            "library_batched_kernel",
+            "algorithm_selection",
+            "a batched library GEMM/attention whose batch count depends on the batch",
+            "left to dynamic validation; libraries may pick kernels by the batch count, so use a kernel "
+            "with fixed tiles where bitwise invariance matters",
+            "unresolved",
+        ),
+        Rule(
             "native_split_from_sm_count",
             "work_partitioning",
             "native split count derived from the SM count alone",

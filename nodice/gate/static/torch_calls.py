@@ -404,8 +404,17 @@ class TorchMixin:
         batch, _, _ = self._batch_of(operands)
         if batch is None:
             return
+        batched = [v for v in operands if v.kind == "tensor" and v.batch is not None]
+        rows_only = operands and operands[0] in batched and len(batched) == 1
+        # ``x @ W``: the batch is the GEMM's M, from which cuBLAS picks its kernel. With the batch on
+        # both operands (``q @ k.T`` per sequence) it is a batched GEMM's batch count: unresolved.
+        rule_id = (
+            "library_kernel_by_shape"
+            if rows_only and fn not in ("bmm", "baddbmm")
+            else "library_batched_kernel"
+        )
         self.an.report(
-            "library_kernel_by_shape",
+            rule_id,
             self.mod,
             node,
             fn,
