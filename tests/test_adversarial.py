@@ -64,7 +64,8 @@ def _run_group(
     limits = {"timeout_s": timeout_s, "memory_mb": 2048}
     with Evaluator(device=device, isolation="persistent", store=store, **limits) as ev:  # type: ignore[arg-type]
         # An honest candidate before and after the hostile ones: the evaluator still judges normally.
-        for name in ["control_honest.py", *cases, "control_honest.py"]:
+        control = "control_honest.py" if device == "cpu" else "control_seed.py"
+        for name in [control, *cases, control]:
             verdict, expected = cases.get(name, ("pass", ""))
             e = ev.evaluate(HOSTILE / name, "rmsnorm", seed=11)
             attempts += 1
@@ -72,7 +73,7 @@ def _run_group(
             what = e.cheat_rule if verdict == "cheat" else e.check.reason
             if e.verdict != verdict or (expected and expected not in (what or "")):
                 wrong.append(f"{name}: expected {verdict} ({expected}), got {e.verdict}: {e.check.reason}")
-            if name == "control_honest.py" and not (e.scores and e.geomean > 0):
+            if name == control and not (e.scores and e.geomean > 0):
                 wrong.append(f"control got no score: {e.check.reason}")
         assert ev.store is not None
         stored = ev.store.count()

@@ -57,14 +57,15 @@ class Timing:
     last: Any
 
 
-_flush_buffer: torch.Tensor | None = None
+# Created on first use. Kept in a container so the module attribute itself never changes:
+# the harness-tampering guard compares module attributes before and after every candidate.
+_FLUSH_BUFFER: dict[str, torch.Tensor] = {}
 
 
 def _flush() -> torch.Tensor:
-    global _flush_buffer
-    if _flush_buffer is None:
-        _flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    return _flush_buffer
+    if "l2" not in _FLUSH_BUFFER:
+        _FLUSH_BUFFER["l2"] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    return _FLUSH_BUFFER["l2"]
 
 
 def _settled(times: list[float], policy: TimingPolicy, started: float) -> bool:
