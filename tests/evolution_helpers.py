@@ -1,13 +1,18 @@
-"""Shared by the evolution and report tests: one real built-in run on CPU, made once per process."""
+"""Shared by the evolution and report tests: one real built-in run on CPU, made once per test session.
+
+Under pytest-xdist every worker is its own process, so the run is made by the
+first worker that asks, under a file lock in the session's shared temporary
+folder, and read back by the others.
+"""
 
 from __future__ import annotations
 
-import atexit
-import functools
-import shutil
-import tempfile
+import dataclasses
+import fcntl
+import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from nodice.evolution.agents.builtin import BuiltinAgent
@@ -18,14 +23,26 @@ from nodice.evolution.start import EvolveOptions, prepare_run
 BUILTIN_BUDGET = 4
 
 
-@functools.cache
-def builtin_run() -> tuple[Path, EvolveSummary, str]:
+def shared_folder(factory: pytest.TempPathFactory) -> Path:
+    """A folder every xdist worker of this session sees (the session's own one without xdist)."""
+    base = factory.getbasetemp()
+    return base.parent if base.name.startswith("popen-gw") else base
+
+
+def builtin_run(factory: pytest.TempPathFactory) -> tuple[Path, EvolveSummary, str]:
     """A finished built-in run of rmsnorm on CPU: its folder, its summary and what it printed."""
-    root = Path(tempfile.mkdtemp(prefix="nodice-evolve-"))
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    run, config, _ = prepare_run(
-        EvolveOptions(task="rmsnorm", run_dir=root / "run", device="cpu", budget=BUILTIN_BUDGET, rng_seed=0)
-    )
-    console = Console(record=True, width=200, force_terminal=False)
-    summary = Engine(run, config, BuiltinAgent(rng_seed=0), console=console).execute()
-    return run.root, summary, console.export_text()
+    folder = shared_folder(factory)
+    root, record = folder / "builtin-run", folder / "builtin-run.json"
+    with open(folder / "builtin-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            run, config, _ = prepare_run(
+                EvolveOptions(task="rmsnorm", run_dir=root, device="cpu", budget=BUILTIN_BUDGET, rng_seed=0)
+            )
+            console = Console(record=True, width=200, force_terminal=False)
+            summary = Engine(run, config, BuiltinAgent(rng_seed=0), console=console).execute()
+            fields = dataclasses.asdict(summary) | {"run_dir": str(summary.run_dir)}
+            record.write_text(json.dumps({"summary": fields, "printed": console.export_text()}))
+    data = json.loads(record.read_text())
+    summary = EvolveSummary(**(data["summary"] | {"run_dir": Path(data["summary"]["run_dir"])}))
+    return summary.run_dir, summary, data["printed"]

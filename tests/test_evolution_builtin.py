@@ -4,30 +4,40 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner, Result
 
 from nodice.evolution.commands import register
+from nodice.evolution.engine import EvolveSummary
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from tests.evolution_helpers import BUILTIN_BUDGET, builtin_run
 
+BuiltRun = tuple[Path, EvolveSummary, str]
 
-def _git(root, *args: str) -> str:  # type: ignore[no-untyped-def]
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> BuiltRun:
+    return builtin_run(tmp_path_factory)
+
+
+def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
 
-def test_score_improves_over_the_seed() -> None:
-    _, summary, printed = builtin_run()
+def test_score_improves_over_the_seed(built: BuiltRun) -> None:
+    _, summary, printed = built
     assert summary.evaluations == BUILTIN_BUDGET
     assert summary.first_geomean > 0, printed
     assert summary.commits >= 2 and summary.best_geomean > summary.first_geomean, printed
     assert "evaluation budget spent" in summary.stop_reason
 
 
-def test_every_version_is_a_git_commit_with_its_scores() -> None:
-    root, _, _ = builtin_run()
+def test_every_version_is_a_git_commit_with_its_scores(built: BuiltRun) -> None:
+    root, _, _ = built
     versions = Lineage(root).versions()
     assert [v.version for v in versions] == list(range(len(versions)))
     journal = Journal(root / "results.sqlite")
@@ -46,8 +56,8 @@ def test_every_version_is_a_git_commit_with_its_scores() -> None:
     assert geomeans == sorted(geomeans)  # the commit rule: never below the best so far
 
 
-def test_batch_dependent_rewrite_is_refused_and_not_retried() -> None:
-    root, _, _ = builtin_run()
+def test_batch_dependent_rewrite_is_refused_and_not_retried(built: BuiltRun) -> None:
+    root, _, _ = built
     attempts = Journal(root / "results.sqlite").attempts()
     eager = [a for a in attempts if a.label == "rewrite:small_batch_eager_path"]
     assert len(eager) == 1, [a.label for a in attempts]
@@ -58,8 +68,8 @@ def test_batch_dependent_rewrite_is_refused_and_not_retried() -> None:
     assert len({a.files_sha for a in attempts}) == len(attempts)
 
 
-def test_state_file_and_progress_tell_the_story() -> None:
-    root, summary, printed = builtin_run()
+def test_state_file_and_progress_tell_the_story(built: BuiltRun) -> None:
+    root, summary, printed = built
     state = json.loads((root / "state.json").read_text())
     assert state["status"] == "finished" and state["evaluations"] == BUILTIN_BUDGET
     assert state["best"]["geomean"] == summary.best_geomean
@@ -67,8 +77,8 @@ def test_state_file_and_progress_tell_the_story() -> None:
     assert "small_batch_eager_path: bi_violation" in printed and "best " in printed
 
 
-def test_run_subcommands_for_external_agents() -> None:
-    root, summary, _ = builtin_run()
+def test_run_subcommands_for_external_agents(built: BuiltRun) -> None:
+    root, summary, _ = built
     app = typer.Typer()
     register(app)
     cli = CliRunner()

@@ -13,9 +13,16 @@ from pathlib import Path
 import pytest
 from matplotlib import image as mpimg
 
+from nodice.evolution.engine import EvolveSummary
 from nodice.evolution.lineage import Lineage
 from tests.conftest import run_cli
 from tests.evolution_helpers import builtin_run
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, EvolveSummary, str]:
+    return builtin_run(tmp_path_factory)
+
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
@@ -69,8 +76,10 @@ def test_console_capture_sees_errors(tmp_path: Path) -> None:
     )
 
 
-def test_report_renders_without_console_errors(tmp_path: Path) -> None:
-    root, summary, _ = builtin_run()
+def test_report_renders_without_console_errors(
+    built: tuple[Path, EvolveSummary, str], tmp_path: Path
+) -> None:
+    root, summary, _ = built
     result = run_cli("report", str(root))
     assert result.returncode == 0, result.stderr
     page = root / "report.html"
