@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nodice.gate.static.choices import ChoiceMixin
 from nodice.gate.static.contracts import Protected
 from nodice.gate.static.library_calls import LibraryMixin
-from nodice.gate.static.triton_exprs import dotted
+from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import NO_CONST, UNKNOWN, Instance, Trace, V, deep_taint, extend, join_all
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from nodice.gate.static.triton_exprs import dotted
+from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import Trace, V
 
 if TYPE_CHECKING:

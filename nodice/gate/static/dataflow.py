@@ -17,6 +17,7 @@ from typing import Any
 
 from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
+from nodice.gate.static.loops import LoopMixin
 from nodice.gate.static.program import (
     MAX_STEPS,
     Analysis,
@@ -30,10 +31,6 @@ from nodice.gate.static.torch_calls import TorchMixin
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_launch import LaunchMixin
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
-
-
-def _tainted(env: dict[str, V]) -> frozenset[str]:
-    return frozenset(k for k, v in env.items() if v.taint is not None)
 
 
 def terminates(body: list[ast.stmt]) -> bool:
@@ -69,7 +66,7 @@ def _empty_batch_test(test: ast.expr) -> bool:
     return False
 
 
-class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
+class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
     """Abstract execution of one function body (or a module's or class's top level)."""
 
     def __init__(
@@ -307,101 +304,6 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
         else:
             self.env = merge_envs(env_body, env_else)
 
-    def s_For(self, s: ast.For | ast.AsyncFor) -> None:
-        it = self.expr(s.iter)
-        if it.taint is not None and any("(batch statistic" in step for step in it.taint):
-            self.accumulation_order(s, it.taint)
-        loop_id = id(s) if self.bind_loop_target(s.target, it, s) else None
-        self.loops.append(loop_id)
-        before = dict(self.env)
-        self.run(s.body)
-        if _tainted(self.env) != _tainted(before):
-            self.run(s.body)  # a value tainted in one iteration reaches the next
-        self.env = merge_envs(before, self.env)
-        self.loops.pop()
-        self.run(s.orelse)
-
-    s_AsyncFor = s_For
-
-    def accumulation_order(self, s: ast.For | ast.AsyncFor, trace: Trace) -> None:
-        """A loop whose order comes from batch statistics and that adds into something outside it."""
-        defined_inside = {
-            t.id
-            for n in ast.walk(s)
-            if isinstance(n, ast.Assign)
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
-        for n in ast.walk(s):
-            target: ast.expr | None = None
-            if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add):
-                target = n.target
-            if (
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr in ("add_", "index_add_")
-            ):
-                target = n.func.value
-            root = target
-            while isinstance(root, ast.Subscript | ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id not in defined_inside:
-                self.an.report(
-                    "accumulation_order_from_batch",
-                    self.mod,
-                    n,
-                    "ORDER",
-                    f"{root.id} is accumulated in an order computed from the whole batch",
-                    extend(trace, self.step(s, "the loop order depends on the batch")) or trace,
-                    self.step(n, "accumulates in that order"),
-                )
-                return
-
-    def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> bool:
-        """Bind a loop variable; True when the loop walks over the samples of the batch."""
-        if it.kind == "range":
-            over = it.taint is not None
-            v = V(taint=extend(it.taint, self.step(node, "position in the batch"))) if over else V()
-            self.assign(target, v, node)
-            return over
-        if it.kind == "enumerate":
-            inner: V = it.ref
-            over = inner.batch is not None
-            pos = V(taint=(self.step(node, "position in the batch"),)) if over else V()
-            elem = self.element(inner)
-            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
-                self.assign(target.elts[0], pos, node)
-                self.assign(target.elts[1], elem, node)
-            return over
-        if it.kind == "tensor":
-            self.assign(target, self.element(it), node)
-            return it.batch is not None
-        self.assign(target, self.element(it), node)
-        return False
-
-    def element(self, it: V) -> V:
-        if it.kind == "tensor":
-            return V(taint=it.taint, kind="tensor")
-        if it.kind in ("seq", "shape") and it.items:
-            from nodice.gate.static.values import join_all
-
-            return join_all(it.items).with_taint(it.taint)
-        if it.kind == "seq" and isinstance(it.ref, V):
-            return it.ref
-        if it.kind == "dict" and it.keys:
-            return V(const=NO_CONST)
-        return V(taint=it.taint, opaque=True)
-
-    def s_While(self, s: ast.While) -> None:
-        self.expr(s.test)
-        self.loops.append(None)
-        before = dict(self.env)
-        self.run(s.body)
-        if _tainted(self.env) != _tainted(before):
-            self.run(s.body)
-        self.env = merge_envs(before, self.env)
-        self.loops.pop()
-
     def s_With(self, s: ast.With | ast.AsyncWith) -> None:
         for item in s.items:
             v = self.expr(item.context_expr)
@@ -431,5 +333,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin):
 @functools.cache
 def _stmt_dispatch() -> dict[type, Any]:
     return {
-        getattr(ast, n[2:]): f for n, f in vars(Interp).items() if n.startswith("s_") and hasattr(ast, n[2:])
+        getattr(ast, n[2:]): getattr(Interp, n)
+        for n in dir(Interp)
+        if n.startswith("s_") and hasattr(ast, n[2:])
     }

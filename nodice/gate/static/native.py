@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 
 from nodice.gate.static.contracts import Contract
+from nodice.gate.static.native_text import called_names, match_paren, split_top, strip_comments
 from nodice.gate.static.report import Collector
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ASSIGN = re.compile(
     r"(?:^|[;{}()\n])\s*(?:[\w:<>,\s\*&]*?\s)?\**(\w+)\s*(?:\[[^\]]*\])?\s*(?<![=!<>+\-*/])=(?!=)\s*([^;{}]+);"
 )
@@ -27,7 +27,6 @@ _BATCH_READ = re.compile(
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _LAUNCH = re.compile(r"(\w+(?:\s*<[^<>;()]*>)?)\s*<<<\s*([^>]*?)>>>\s*\(")
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)")
-_CALL = re.compile(r"\b([A-Za-z_]\w*(?:\s*<[^<>;()]*>)?)\s*(?:<<<[^>]*>>>)?\s*\(")
 _FLOAT_NAMES = (
     "float", "double", "half", "__half", "__half2", "__nv_bfloat16", "nv_bfloat16", "at::Half",
     "at::BFloat16", "c10::Half", "c10::BFloat16", "scalar_t", "float2", "float4", "acc_t", "accscalar_t",
@@ -39,45 +38,6 @@ _INT_NAMES = (
 _FLOAT_TYPES = "(?:" + "|".join(_FLOAT_NAMES) + ")"
 _INT_TYPES = "(?:" + "|".join(_INT_NAMES) + ")"
 _REDUCTION_IDIOM = re.compile(r"__shfl\w*|BlockReduce|WarpReduce|blockDim\.x\s*/\s*2|>>=\s*1|/=\s*2")
-_KEYWORDS = frozenset(
-    [
-        "if",
-        "for",
-        "while",
-        "switch",
-        "return",
-        "sizeof",
-        "static_cast",
-        "reinterpret_cast",
-        "const_cast",
-        "dim3",
-        "TORCH_CHECK",
-        "AT_ASSERT",
-        "C10_CUDA_KERNEL_LAUNCH_CHECK",
-        "cudaGetLastError",
-        "assert",
-        "min",
-        "max",
-        "std",
-        "at",
-        "empty",
-        "empty_like",
-        "zeros",
-        "defined",
-        "AT_DISPATCH_FLOATING_TYPES",
-        "AT_DISPATCH_FLOATING_TYPES_AND_HALF",
-        "AT_DISPATCH_FLOATING_TYPES_AND2",
-        "data_ptr",
-        "size",
-        "stride",
-        "numel",
-        "contiguous",
-        "options",
-        "device",
-        "getCurrentCUDAStream",
-        "cudaDeviceGetAttribute",
-    ]
-)
 
 
 @dataclass
@@ -87,29 +47,12 @@ class NativeSource:
     first_line: int = 1  # line of the display file where ``text`` starts
 
 
-def _strip_comments(text: str) -> str:
-    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
-
-
-def _match_paren(text: str, start: int, open_ch: str = "(", close_ch: str = ")") -> int:
-    """Index just past the bracket that closes the one at ``start``."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == open_ch:
-            depth += 1
-        elif text[i] == close_ch:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(text)
-
-
 class _NativeAnalysis:
     def __init__(self, src: NativeSource, contract: Contract, collector: Collector):
         self.src = src
         self.contract = contract
         self.collector = collector
-        self.text = _strip_comments(src.text)
+        self.text = strip_comments(src.text)
         self.lines = src.text.splitlines()
         # identifier -> (kinds, trace); kinds ⊆ {batch, grid, sm}
         self.taint: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
@@ -201,8 +144,8 @@ class _NativeAnalysis:
 
     def atomics(self) -> None:
         for m in re.finditer(r"\batomicAdd\s*\(", self.text):
-            end = _match_paren(self.text, m.end() - 1)
-            args = _split_top(self.text[m.end() : end - 1])
+            end = match_paren(self.text, m.end() - 1)
+            args = split_top(self.text[m.end() : end - 1])
             if len(args) < 2:
                 continue
             kind = self._pointee_type(args[0]) or self._value_type(args[1])
@@ -263,7 +206,7 @@ class _NativeAnalysis:
 
     def grid_strided_reductions(self) -> None:
         for m in re.finditer(r"\bfor\s*\(", self.text):
-            hdr_end = _match_paren(self.text, m.end() - 1)
+            hdr_end = match_paren(self.text, m.end() - 1)
             header = self.text[m.end() : hdr_end - 1]
             t = self.expr_taint(header, m.start())
             if t is None or "grid" not in t[0]:
@@ -288,7 +231,7 @@ class _NativeAnalysis:
         stripped = rest.lstrip()
         if stripped.startswith("{"):
             start = pos + (len(rest) - len(stripped))
-            return self.text[start : _match_paren(self.text, start, "{", "}")]
+            return self.text[start : match_paren(self.text, start, "{", "}")]
         end = self.text.find(";", pos)
         return self.text[pos : end + 1 if end >= 0 else len(self.text)]
 
@@ -299,7 +242,7 @@ class _NativeAnalysis:
         }
         reduces = bool(_REDUCTION_IDIOM.search(self.text))
         for m in _LAUNCH.finditer(self.text):
-            cfg = _split_top(m.group(2))
+            cfg = split_top(m.group(2))
             if len(cfg) >= 2 and reduces:
                 t = self.expr_taint(cfg[1], m.start())
                 if t is not None and "batch" in t[0]:
@@ -313,8 +256,8 @@ class _NativeAnalysis:
                     )
             name = re.sub(r"\s*<.*", "", m.group(1))
             params = kernels.get(name, [])
-            end = _match_paren(self.text, m.end() - 1)
-            for pname, arg in zip(params, _split_top(self.text[m.end() : end - 1]), strict=False):
+            end = match_paren(self.text, m.end() - 1)
+            for pname, arg in zip(params, split_top(self.text[m.end() : end - 1]), strict=False):
                 p = self.contract.protected_for(pname)
                 t = self.expr_taint(arg, m.start())
                 if p is not None and t is not None and t[0] & {"batch", "grid"}:
@@ -334,7 +277,7 @@ class _NativeAnalysis:
         spans = []
         for m in re.finditer(r"__(?:global|device)__[^{;]*\{", self.text):
             start = m.end() - 1
-            spans.append((start, _match_paren(self.text, start, "{", "}")))
+            spans.append((start, match_paren(self.text, start, "{", "}")))
         return spans
 
     def dispatch(self) -> None:
@@ -342,7 +285,7 @@ class _NativeAnalysis:
         for m in re.finditer(r"\bif\s*\(", self.text):
             if any(a <= m.start() < b for a, b in device):
                 continue
-            cond_end = _match_paren(self.text, m.end() - 1)
+            cond_end = match_paren(self.text, m.end() - 1)
             cond = self.text[m.end() : cond_end - 1]
             t = self.expr_taint(cond, m.start())
             if t is None or "batch" not in t[0] or re.search(r"==\s*0\b|<=\s*0\b|<\s*1\b", cond):
@@ -355,7 +298,7 @@ class _NativeAnalysis:
                 other = self._block_after(self.text.find("else", after) + 4)
             elif re.search(r"\breturn\b", body):
                 other = self.text[after : after + 2000]
-            a, b = _called(body), _called(other)
+            a, b = called_names(body), called_names(other)
             if a != b and (any("<<<" in x for x in a | b) or (a | b)):
                 self.collector.add(
                     "native_batch_dispatch",
@@ -365,35 +308,6 @@ class _NativeAnalysis:
                     "host code chooses the kernel from the batch size",
                     [*t[1], self.step(m.start(), "batch-dependent dispatch")],
                 )
-
-
-def _split_top(s: str) -> list[str]:
-    out: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in s:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur))
-    return out
-
-
-def _called(block: str) -> set[str]:
-    names = set()
-    for m in _CALL.finditer(block):
-        name = re.sub(r"\s+", "", m.group(1))
-        base = re.sub(r"<.*", "", name)
-        if base not in _KEYWORDS and not base.startswith(("cuda", "TORCH", "AT_", "C10")):
-            names.add(name + ("<<<" if "<<<" in block[m.start() : m.end()] else ""))
-    return names
 
 
 def analyze_native(src: NativeSource, contract: Contract, collector: Collector) -> None:

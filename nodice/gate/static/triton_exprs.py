@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-Shape = tuple[frozenset[str], ...]
+from nodice.gate.static.triton_values import EMPTY, KV, Shape, broadcast, const_int, dtype_of, union
 
 _ELEMENTWISE = {
     "where",
@@ -56,100 +56,6 @@ _QUIET = {"static_print", "device_print", "static_assert", "device_assert", "deb
 _ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
-def dotted(node: ast.AST) -> str:
-    """``tl.math.exp`` for an attribute chain, ``""`` for anything else."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
-def _dtype_of(node: ast.AST | None) -> str | None:
-    name = dotted(node).split(".")[-1] if node is not None else ""
-    if name.startswith(("float", "bfloat", "fp")):
-        return "float"
-    if name.startswith(("int", "uint")):
-        return "int"
-    return None
-
-
-_EMPTY: frozenset[str] = frozenset()
-
-
-class KV:
-    """A kernel value: its dependencies, block shape, dtype family, and whether it holds data.
-
-    A plain slotted class: kernel summaries build thousands of these, and a frozen dataclass
-    constructs several times slower.
-    """
-
-    __slots__ = ("data", "deps", "dtype", "reduced", "shape")
-
-    def __init__(
-        self,
-        deps: frozenset[str] = _EMPTY,
-        shape: Shape | None = None,
-        dtype: str | None = None,  # "int" | "float" | None (unknown)
-        data: bool = False,  # derived from memory or a reduction (not just indices)
-        reduced: bool = False,  # a sum or an accumulator
-    ):
-        self.deps = deps
-        self.shape = shape
-        self.dtype = dtype
-        self.data = data
-        self.reduced = reduced
-
-    def combine(self, other: KV, op: ast.AST | None = None) -> KV:
-        a, b = self.dtype, other.dtype
-        if a == "float" or b == "float" or isinstance(op, ast.Div):
-            dtype: str | None = "float"
-        else:
-            dtype = "int" if a == b == "int" else None
-        sa, sb = self.shape, other.shape
-        if sa == () or sa == sb:
-            shape = sb
-        elif sb == ():
-            shape = sa
-        else:
-            shape = broadcast(sa, sb)
-        return KV(
-            self.deps | other.deps if other.deps else self.deps,
-            shape,
-            dtype,
-            self.data or other.data,
-            self.reduced or other.reduced,
-        )
-
-
-def broadcast(a: Shape | None, b: Shape | None) -> Shape | None:
-    if a is None or b is None:
-        return None
-    n = max(len(a), len(b))
-    a2 = (_EMPTY,) * (n - len(a)) + a
-    b2 = (_EMPTY,) * (n - len(b)) + b
-    return tuple(x | y for x, y in zip(a2, b2, strict=True))
-
-
-def _union(values: list[KV]) -> KV:
-    out = KV(frozenset(), ())
-    for v in values:
-        out = out.combine(v)
-    return out
-
-
-def _const_int(node: ast.AST | None) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _const_int(node.operand)
-        return -inner if inner is not None else None
-    return None
-
-
 class KernelExprs:
     """Expression evaluation; subclasses provide ``env``, ``sink``, ``atomic``, ``reduction``."""
 
@@ -180,10 +86,10 @@ class KernelExprs:
         t = type(node)
         if t is ast.Name:
             v = self.env.get(node.id)  # type: ignore[attr-defined]
-            return v if v is not None else KV(_EMPTY, ())
+            return v if v is not None else KV(EMPTY, ())
         if t is ast.Constant:
             c = node.value  # type: ignore[attr-defined]
-            return KV(_EMPTY, (), "float" if isinstance(c, float) else "int" if isinstance(c, int) else None)
+            return KV(EMPTY, (), "float" if isinstance(c, float) else "int" if isinstance(c, int) else None)
         if t is ast.BinOp:
             return self.expr(node.left).combine(self.expr(node.right), node.op)  # type: ignore[attr-defined]
         if t is ast.Call:
@@ -205,7 +111,7 @@ class KernelExprs:
                         self.masked.add(lab)
                 # ``offs < n_rows``, ``toks < seq_len``: a validity mask over an index block. It decides
                 # which elements exist, not what a valid element computes.
-                return KV(_EMPTY, broadcast(left.shape, right.shape), "int")
+                return KV(EMPTY, broadcast(left.shape, right.shape), "int")
             u = left.combine(right)
             return KV(u.deps, u.shape, "int", u.data)
         if t is ast.BoolOp or t is ast.Compare:
@@ -214,13 +120,13 @@ class KernelExprs:
                 if t is ast.BoolOp
                 else [node.left, *node.comparators]  # type: ignore[attr-defined]
             )
-            u = _union([self.expr(e) for e in parts])
+            u = union([self.expr(e) for e in parts])
             return KV(u.deps, u.shape, "int", u.data)
         if t is ast.IfExp:
-            return _union([self.expr(node.test), self.expr(node.body), self.expr(node.orelse)])  # type: ignore[attr-defined]
+            return union([self.expr(node.test), self.expr(node.body), self.expr(node.orelse)])  # type: ignore[attr-defined]
         if t is ast.Tuple or t is ast.List:
-            return _union([self.expr(e) for e in node.elts])  # type: ignore[attr-defined]
-        return KV(_EMPTY, None)
+            return union([self.expr(e) for e in node.elts])  # type: ignore[attr-defined]
+        return KV(EMPTY, None)
 
     def subscript(self, node: ast.Subscript) -> KV:
         base = self.expr(node.value)
@@ -280,7 +186,7 @@ class KernelExprs:
             operand = KV(frozenset(), ())
 
         if op in ("program_id", "num_programs"):
-            axis = _const_int(arg(0, "axis"))
+            axis = const_int(arg(0, "axis"))
             prefix = "pid" if op == "program_id" else "nprog"
             return KV(frozenset({f"{prefix}:{axis if axis is not None else 0}"}), (), "int")
         if op == "arange":
@@ -291,7 +197,7 @@ class KernelExprs:
             shape = self._shape_arg(arg(0, "shape"))
             fill_node = arg(1, "value") if op == "full" else None
             fill = self.expr(fill_node) if fill_node is not None else KV()
-            return KV(fill.deps, shape, _dtype_of(arg(2 if op == "full" else 1, "dtype")))
+            return KV(fill.deps, shape, dtype_of(arg(2 if op == "full" else 1, "dtype")))
         if op in ("zeros_like", "full_like"):
             return KV(frozenset(), operand.shape, operand.dtype)
         if op == "load":
@@ -301,7 +207,7 @@ class KernelExprs:
             dtype_node = arg(1, "dtype")
             if isinstance(dtype_node, ast.Name) and dtype_node.id in self.env:
                 self.sink("reduction_branch", self.expr(dtype_node).deps, node)  # a precision parameter
-            dtype = _dtype_of(dtype_node) or operand.dtype
+            dtype = dtype_of(dtype_node) or operand.dtype
             return KV(operand.deps, operand.shape, dtype, operand.data, operand.reduced)
         if op in _SUM_LIKE or op in _EXACT:
             return self._reduce(node, op, operand, arg(1, "axis"), arg(2, "keep_dims"))
@@ -338,7 +244,7 @@ class KernelExprs:
             )
             return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
         if op == "expand_dims":
-            axis = _const_int(arg(1, "axis"))
+            axis = const_int(arg(1, "axis"))
             shape = operand.shape
             if shape is not None and axis is not None:
                 axis = axis % (len(shape) + 1)
@@ -353,7 +259,7 @@ class KernelExprs:
         parts = [self.expr(a) for a in args] + [self.expr(v) for v in kw.values()]
         if method_of is not None:
             parts.insert(0, method_of)
-        u = _union(parts)
+        u = union(parts)
         if op in _ELEMENTWISE:
             dtype = u.dtype if op in ("where", "maximum", "minimum", "abs", "clamp") else "float"
             return KV(u.deps, u.shape, dtype, u.data, u.reduced)
@@ -363,7 +269,7 @@ class KernelExprs:
         self, node: ast.Call, op: str, operand: KV, axis_node: ast.AST | None, keep: ast.AST | None
     ) -> KV:
         shape = operand.shape
-        axis = _const_int(axis_node)
+        axis = const_int(axis_node)
         if shape is not None:
             if axis_node is None or (isinstance(axis_node, ast.Constant) and axis_node.value is None):
                 reduced, rest = list(shape), []
@@ -429,7 +335,7 @@ class KernelExprs:
         vals = [self.expr(a) for a in args]
         kvals = {k: self.expr(v) for k, v in kw.items()}
         if info is None:
-            return _union(vals + list(kvals.values()))
+            return union(vals + list(kvals.values()))
         bound: dict[str, KV] = dict(zip(info.params, vals, strict=False))
         bound.update(kvals)
         for s in info.sinks:
@@ -442,5 +348,5 @@ class KernelExprs:
             self.atomic(node, a.certain)
         self.reduction(info.order_sensitive, info.has_dot)
         self.helper_signature(info.reduction_nodes)
-        u = _union(vals + list(kvals.values()))
+        u = union(vals + list(kvals.values()))
         return KV(u.deps, None, None, u.data or info.has_dot or info.order_sensitive, u.reduced)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from nodice.gate.static.triton_exprs import KV, KernelExprs, dotted
+from nodice.gate.static.triton_exprs import KernelExprs
+from nodice.gate.static.triton_values import KV, dotted
 
 # Order-insensitive accumulations: max/min give the same bits in any order.
 _EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin"}

@@ -1,0 +1,101 @@
+"""Values inside a Triton kernel (:class:`KV`) and the small helpers the kernel analysis shares."""
+
+from __future__ import annotations
+
+import ast
+
+Shape = tuple[frozenset[str], ...]
+
+
+def dotted(node: ast.AST) -> str:
+    """``tl.math.exp`` for an attribute chain, ``""`` for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def dtype_of(node: ast.AST | None) -> str | None:
+    name = dotted(node).split(".")[-1] if node is not None else ""
+    if name.startswith(("float", "bfloat", "fp")):
+        return "float"
+    if name.startswith(("int", "uint")):
+        return "int"
+    return None
+
+
+EMPTY: frozenset[str] = frozenset()
+
+
+class KV:
+    """A kernel value: its dependencies, block shape, dtype family, and whether it holds data.
+
+    A plain slotted class: kernel summaries build thousands of these, and a frozen dataclass
+    constructs several times slower.
+    """
+
+    __slots__ = ("data", "deps", "dtype", "reduced", "shape")
+
+    def __init__(
+        self,
+        deps: frozenset[str] = EMPTY,
+        shape: Shape | None = None,
+        dtype: str | None = None,  # "int" | "float" | None (unknown)
+        data: bool = False,  # derived from memory or a reduction (not just indices)
+        reduced: bool = False,  # a sum or an accumulator
+    ):
+        self.deps = deps
+        self.shape = shape
+        self.dtype = dtype
+        self.data = data
+        self.reduced = reduced
+
+    def combine(self, other: KV, op: ast.AST | None = None) -> KV:
+        a, b = self.dtype, other.dtype
+        if a == "float" or b == "float" or isinstance(op, ast.Div):
+            dtype: str | None = "float"
+        else:
+            dtype = "int" if a == b == "int" else None
+        sa, sb = self.shape, other.shape
+        if sa == () or sa == sb:
+            shape = sb
+        elif sb == ():
+            shape = sa
+        else:
+            shape = broadcast(sa, sb)
+        return KV(
+            self.deps | other.deps if other.deps else self.deps,
+            shape,
+            dtype,
+            self.data or other.data,
+            self.reduced or other.reduced,
+        )
+
+
+def broadcast(a: Shape | None, b: Shape | None) -> Shape | None:
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a2 = (EMPTY,) * (n - len(a)) + a
+    b2 = (EMPTY,) * (n - len(b)) + b
+    return tuple(x | y for x, y in zip(a2, b2, strict=True))
+
+
+def union(values: list[KV]) -> KV:
+    out = KV(frozenset(), ())
+    for v in values:
+        out = out.combine(v)
+    return out
+
+
+def const_int(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = const_int(node.operand)
+        return -inner if inner is not None else None
+    return None
