@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib.util
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -273,28 +275,29 @@ def _text(value: object, what: str, path: str) -> str:
 
 def parse_contract_file(path: str | Path) -> Contract:
     """Execute one contract file and return what it declares. Raises :class:`ContractError`."""
-    p = Path(path)
+    full = os.path.abspath(path)
     try:
-        stat = p.resolve().stat()
+        stat = os.stat(full)
     except OSError:
-        raise ContractError(f"no such contract file: {p}") from None
-    return _parse_cached(str(p.resolve()), stat.st_mtime_ns, stat.st_size)
+        raise ContractError(f"no such contract file: {path}") from None
+    return _parse_cached(full, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=128)
 def _parse_cached(path: str, mtime_ns: int, size: int) -> Contract:
-    try:
-        source = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ContractError(f"cannot read contract {path}: {exc}") from None
     builder = _Builder(Path(path).name)
     namespace: dict[str, Any] = {"__name__": "nodice_contract", "__file__": path, **builder.namespace()}
     token = _CURRENT.set(builder)
     try:
-        code = compile(source, path, "exec")
-        exec(code, namespace)
+        if os.path.dirname(path) == str(SHIPPED_DIR):
+            _exec_shipped(path, namespace)
+        else:
+            source = Path(path).read_text(encoding="utf-8")
+            exec(compile(source, path, "exec"), namespace)
     except ContractError:
         raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContractError(f"cannot read contract {path}: {exc}") from None
     except SyntaxError as exc:
         raise ContractError(f"syntax error in contract {Path(path).name}:{exc.lineno}: {exc.msg}") from None
     except Exception as exc:
@@ -302,6 +305,16 @@ def _parse_cached(path: str, mtime_ns: int, size: int) -> Contract:
     finally:
         _CURRENT.reset(token)
     return builder.build()
+
+
+def _exec_shipped(path: str, namespace: dict[str, Any]) -> None:
+    """Shipped contracts run through the import machinery, which keeps their bytecode cached."""
+    spec = importlib.util.spec_from_file_location(f"nodice.contracts.{Path(path).stem}", path)
+    if spec is None or spec.loader is None:
+        raise ContractError(f"cannot load contract {path}")
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
+    spec.loader.exec_module(module)
 
 
 def shipped_contracts() -> list[Contract]:
