@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rich.console import Console
 
 from nodice.evolution.agents.openai_agent import OpenAIAgent
+from nodice.evolution.agents.rmsnorm_template import RowKnobs, render
 from nodice.evolution.engine import Engine
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
@@ -23,6 +23,7 @@ API_KEY = "test-key-123"
 WIDER_CAP_OLD = "block_h = min(triton.next_power_of_2(hidden), 1024)"
 WIDER_CAP_NEW = "block_h = min(triton.next_power_of_2(hidden), 4096)"
 BI_VIOLATING = (EXAMPLES / "rmsnorm" / "tile_from_batch.py").read_text()
+FASTER = render(RowKnobs(rows_per_program=4, single_pass=True))
 
 Reply = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
@@ -56,9 +57,14 @@ def _script() -> list[Reply]:
     def read(_: list[dict[str, Any]]) -> dict[str, Any]:
         return _tool_calls(("read_file", {"path": "kernel.py"}))
 
-    def edit(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def rewrite(messages: list[dict[str, Any]]) -> dict[str, Any]:
         [source] = _last_tool_results(messages)
-        assert WIDER_CAP_OLD in source  # the agent really saw the file it asked for
+        assert "_rmsnorm_row" in source  # the agent really saw the file it asked for
+        # Several rows per program and a single pass: several times faster, far beyond timing noise.
+        return _tool_calls(("write_file", {"path": "kernel.py", "content": FASTER}))
+
+    def edit(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        assert _last_tool_results(messages)[0].startswith("wrote kernel.py")
         return _tool_calls(("edit_file", {"old_text": WIDER_CAP_OLD, "new_text": WIDER_CAP_NEW}))
 
     def bench(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -68,7 +74,7 @@ def _script() -> list[Reply]:
     def commit(messages: list[dict[str, Any]]) -> dict[str, Any]:
         [result] = _last_tool_results(messages)
         assert "gate verdict: pass" in result
-        return _tool_calls(("commit", {"message": "tile cap 4096: one loop trip per row"}))
+        return _tool_calls(("commit", {"message": "4 rows per program, single pass, tile cap 4096"}))
 
     def hostile(messages: list[dict[str, Any]]) -> dict[str, Any]:
         # Two calls in one turn: overwrite the kernel with a batch-dependent tile, then commit it.
@@ -82,7 +88,7 @@ def _script() -> list[Reply]:
         assert refusal.startswith("not committed") and "bi_violation" in refusal, refusal
         return {"role": "assistant", "content": "The gate refused it; I have nothing better to try."}
 
-    return [read, edit, bench, commit, hostile, done]
+    return [read, rewrite, edit, bench, commit, hostile, done]
 
 
 class ScriptedChatServer:
@@ -153,27 +159,30 @@ class ScriptedChatServer:
         self.httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ScriptedChatServer, str]]:
-    root = tmp_path_factory.mktemp("openai") / "run"
+def test_openai_agent_over_http_commits_faster_and_is_refused_a_bi_violation(tmp_path: Path) -> None:
+    # One test, one run: split in several tests, xdist could make the run once per worker.
     with ScriptedChatServer(_script()) as server:
         run, config, _ = prepare_run(
             EvolveOptions(
-                task="rmsnorm", run_dir=root, device="cpu", budget=4, agent="openai", model="scripted"
+                task="rmsnorm",
+                run_dir=tmp_path / "run",
+                device="cpu",
+                budget=4,
+                agent="openai",
+                model="scripted",
             )
         )
         agent = OpenAIAgent(model="scripted", base_url=server.url, api_key=API_KEY)
         console = Console(record=True, width=200, force_terminal=False)
         Engine(run, config, agent, console=console).execute()
-        yield run.root, server, console.export_text()
-
-
-def test_tool_calls_travel_over_http_and_commit_a_faster_version(scripted_run) -> None:  # type: ignore[no-untyped-def]
-    root, server, printed = scripted_run
+    root, printed = run.root, console.export_text()
     assert not server.errors, server.errors
+
+    # Tool calls travel over HTTP and an edit that passes the gate is committed.
     first = server.requests[0]
     assert first["model"] == "scripted"
-    assert {t["function"]["name"] for t in first["tools"]} >= {
+    tools = {t["function"]["name"] for t in first["tools"]}
+    assert tools >= {
         "read_file",
         "edit_file",
         "run_gate",
@@ -185,20 +194,17 @@ def test_tool_calls_travel_over_http_and_commit_a_faster_version(scripted_run) -
     assert first["messages"][0]["role"] == "system" and "batch" in first["messages"][0]["content"].lower()
     versions = Lineage(root).versions()
     assert [v.version for v in versions] == [0, 1], printed
-    assert versions[1].agent == "openai" and versions[1].description == "tile cap 4096: one loop trip per row"
-    assert versions[1].geomean >= versions[0].geomean > 0
-    committed = Lineage(root).show(versions[1].sha, "workspace/kernel.py")
-    assert WIDER_CAP_NEW in committed
+    assert versions[1].agent == "openai"
+    assert versions[1].description == "4 rows per program, single pass, tile cap 4096"
+    assert versions[1].geomean > versions[0].geomean > 0
+    assert WIDER_CAP_NEW in Lineage(root).show(versions[1].sha, "workspace/kernel.py")
 
-
-def test_a_bi_violating_commit_from_the_llm_is_refused(scripted_run) -> None:  # type: ignore[no-untyped-def]
-    root, server, _ = scripted_run
+    # The batch-dependent commit is refused, and the refusal reaches the model with its diagnostics.
     attempts = Journal(root / "results.sqlite").attempts()
     assert [a.outcome for a in attempts] == ["committed", "committed", "bi_violation"]
-    # The refusal went back to the model as the commit tool's answer, with the diagnostics.
     answers = [m["content"] for r in server.requests for m in r["messages"] if m.get("role") == "tool"]
     refusal = next(a for a in answers if a.startswith("not committed"))
     assert "bi_violation" in refusal and "batch" in refusal
     assert len(Lineage(root).versions()) == 2
     # Three replies without a tool call in a row end the run before the budget.
-    assert len(server.requests) == 8 and len(attempts) == 3
+    assert len(server.requests) == 9 and len(attempts) == 3
