@@ -122,43 +122,52 @@ def _names_in(node: ast.AST) -> set[str]:
     return out
 
 
-def _assignments(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Assignment statements of a block, nested blocks included (statements only, no expression walk)."""
-    out: list[ast.stmt] = []
-    todo = list(body)
-    while todo:
-        st = todo.pop()
-        if isinstance(st, ast.Assign | ast.AugAssign | ast.AnnAssign):
-            out.append(st)
-        elif isinstance(st, ast.For | ast.While | ast.If | ast.With):
-            todo.extend(st.body)
-            todo.extend(getattr(st, "orelse", []))
-    return out
+LoopUpdates = tuple[set[str], set[str], set[str]]
 
 
-def _loop_updates(body: list[ast.stmt]) -> tuple[set[str], set[str], set[str]]:
-    """Names updated from their own value, names (re)initialised, and updates that are not max/min."""
-    selfref: set[str] = set()
-    reinit: set[str] = set()
-    inexact: set[str] = set()
-    for node in _assignments(body):
-        if isinstance(node, ast.AugAssign):
-            if isinstance(node.target, ast.Name):
+def loop_updates(fn: ast.FunctionDef) -> dict[int, LoopUpdates]:
+    """For every loop of a kernel: names updated from their own value, names (re)initialised in it,
+    and updates that are not max/min. One pass; each assignment counts for all loops around it."""
+    result: dict[int, LoopUpdates] = {}
+
+    def visit(stmts: list[ast.stmt], around: list[LoopUpdates]) -> None:
+        for st in stmts:
+            if isinstance(st, ast.For | ast.While):
+                mine: LoopUpdates = (set(), set(), set())
+                result[id(st)] = mine
+                visit(st.body, [*around, mine])
+                visit(st.orelse, around)
+            elif isinstance(st, ast.If | ast.With):
+                visit(st.body, around)
+                visit(getattr(st, "orelse", []), around)
+            elif around and isinstance(st, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                _record(st, around)
+
+    visit(fn.body, [])
+    return result
+
+
+def _record(node: ast.Assign | ast.AugAssign | ast.AnnAssign, around: list[LoopUpdates]) -> None:
+    if isinstance(node, ast.AugAssign):
+        if isinstance(node.target, ast.Name):
+            for selfref, _, inexact in around:
                 selfref.add(node.target.id)
                 inexact.add(node.target.id)
-        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            used = _names_in(node.value)
-            top = dotted(node.value.func).split(".")[-1] if isinstance(node.value, ast.Call) else ""
-            for t in targets:
-                for name in _assigned_names(t):
-                    if name in used:
-                        selfref.add(name)
-                        if top not in _EXACT_UPDATES:
-                            inexact.add(name)
-                    else:
-                        reinit.add(name)
-    return selfref, reinit, inexact
+        return
+    if node.value is None:
+        return
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    used = _names_in(node.value)
+    top = dotted(node.value.func).split(".")[-1] if isinstance(node.value, ast.Call) else ""
+    for t in targets:
+        for name in _assigned_names(t):
+            for selfref, reinit, inexact in around:
+                if name in used:
+                    selfref.add(name)
+                    if top not in _EXACT_UPDATES:
+                        inexact.add(name)
+                else:
+                    reinit.add(name)
 
 
 class _KernelWalker(KernelExprs):
@@ -169,6 +178,7 @@ class _KernelWalker(KernelExprs):
         self.env = {p: KV(frozenset({p}), ()) for p in info.params}
         self.control: frozenset[str] = frozenset()
         self.masked: set[str] = set()  # loop-index labels that some ordering mask compares against
+        self.updates = loop_updates(info.node)
 
     # ---- hooks used by the expression evaluator -------------------------------
     def sink(self, kind: str, labels: frozenset[str], node: ast.AST) -> None:
@@ -262,7 +272,7 @@ class _KernelWalker(KernelExprs):
         marker = f"loop:{id(s)}"
         self.bind(s.target, KV(bound.deps | {marker}, (), "int"))
         before = set(self.env)
-        selfref, reinit, inexact = _loop_updates(s.body)
+        selfref, reinit, inexact = self.updates.get(id(s)) or (set(), set(), set())
         loop_vars = set(_assigned_names(s.target))
         candidates = (selfref & before) - reinit - loop_vars
         snapshot = {n: self.env[n].deps for n in before}
