@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-from rank_bm25 import BM25Okapi
+from typing import Any
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "knowledge"
 _TOKEN = re.compile(r"[a-z0-9_]+")
@@ -85,8 +84,17 @@ class KnowledgeBase:
                 continue
             for path in sorted(folder.rglob("*.md")) if folder.is_dir() else []:
                 self.sections.extend(split_sections(path, folder))
-        corpus = [tokenize(f"{s.title} {s.heading} {s.heading} {s.text}") for s in self.sections]
-        self._bm25 = BM25Okapi(corpus) if corpus else None
+        self._bm25: Any = None
+
+    def _index(self) -> Any:
+        """The BM25 index, built on the first search (a run whose agent never searches never needs it)."""
+        if self._bm25 is None and self.sections:
+            from rank_bm25 import BM25Okapi
+
+            self._bm25 = BM25Okapi(
+                [tokenize(f"{s.title} {s.heading} {s.heading} {s.text}") for s in self.sections]
+            )
+        return self._bm25
 
     def __len__(self) -> int:
         return len(self.sections)
@@ -96,9 +104,10 @@ class KnowledgeBase:
 
     def search(self, query: str, k: int = 3) -> list[Hit]:
         words = tokenize(query)
-        if self._bm25 is None or not words:
+        index = self._index()
+        if index is None or not words:
             return []
-        scores = self._bm25.get_scores(words)
+        scores = index.get_scores(words)
         ranked = sorted(range(len(scores)), key=lambda i: -scores[i])
         return [Hit(self.sections[i], float(scores[i])) for i in ranked[:k] if scores[i] > 0]
 
