@@ -64,14 +64,15 @@ def match_paren(text: str, start: int, open_ch: str = "(", close_ch: str = ")") 
     return len(text)
 
 
-def split_top(s: str) -> list[str]:
+def split_top(s: str, opens: str = "([{<", closes: str = ")]}>") -> list[str]:
+    """Split at the commas outside brackets (arguments of a call, parameters of a signature)."""
     out: list[str] = []
     cur: list[str] = []
     depth = 0
     for ch in s:
-        if ch in "([{<":
+        if ch in opens:
             depth += 1
-        elif ch in ")]}>":
+        elif ch in closes:
             depth -= 1
         if ch == "," and depth == 0:
             out.append("".join(cur))

@@ -8,7 +8,7 @@ reading the analyzer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 Mechanism = Literal[
     "work_partitioning",
@@ -21,16 +21,7 @@ Mechanism = Literal[
     "opaque",
 ]
 
-MECHANISMS: tuple[str, ...] = (
-    "work_partitioning",
-    "reduction_order",
-    "algorithm_selection",
-    "expert_routing",
-    "rng",
-    "atomics",
-    "autotune",
-    "opaque",
-)
+MECHANISMS: tuple[str, ...] = get_args(Mechanism)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from nodice.gate.static.contracts import Contract
+from nodice.gate.static.native_text import split_top
 
 _ARG = re.compile(r"(\w+)\s*(?:\[([^\]]*)\])?")
 
@@ -39,26 +40,6 @@ class EntrySignature:
     context_axes: dict[str, tuple[int, ...]]
 
 
-def _split_args(inner: str) -> list[str]:
-    """Split at top-level commas (shapes contain commas inside brackets)."""
-    out: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in inner:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        out.append("".join(cur))
-    return [a.strip() for a in out if a.strip()]
-
-
 @functools.lru_cache(maxsize=64)
 def _parse(signature: str) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
     start = signature.find("(")
@@ -70,7 +51,7 @@ def _parse(signature: str) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
             break
     inner = signature[start + 1 : end] if start >= 0 else ""
     args: list[tuple[str, tuple[str, ...] | None]] = []
-    for raw in _split_args(inner):
+    for raw in (a.strip() for a in split_top(inner, "[(", "])")):
         am = _ARG.match(raw)
         if not am:
             continue

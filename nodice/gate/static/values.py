@@ -60,21 +60,10 @@ class V:
         )
 
     def with_taint(self, taint: Trace | None) -> V:
+        """The value tainted by ``taint`` unless it already carries a trace (the first one wins)."""
         if taint is None or self.taint is not None:
             return self
-        return V(
-            taint,
-            self.kind,
-            self.batch,
-            self.rank,
-            self.items,
-            self.keys,
-            self.const,
-            self.ref,
-            self.opaque,
-            self.baxis,
-            self.ctx,
-        )
+        return self.retrace(taint)
 
 
 UNKNOWN = V(opaque=True)
