@@ -76,39 +76,131 @@ def test_pool_is_labeled_and_covers_every_family_and_mechanism() -> None:
     assert cpu, "no candidate has a CPU label"
 
 
-def test_benchmark_end_to_end_on_eight_candidates(tmp_path: Path) -> None:
-    out = tmp_path / "detector.json"
+# Small PyTorch RMSNorm kernels: fast enough to run the oracle and the whole gate in a test.
+_ROW = """
+def _row(r, weight, eps, parts=1):
+    sq = r.float().pow(2).reshape(parts, -1).sum(-1).sum()
+    return (r.float() * torch.rsqrt(sq / r.numel() + eps) * weight.float()).to(r.dtype)
+"""
+_TINY_POOL = {
+    "row_loop": (
+        "invariant",
+        "none",
+        "def kernel(x, weight, eps):\n    return torch.stack([_row(r, weight, eps) for r in x])",
+    ),
+    "empty_exit": (
+        "invariant",
+        "none",
+        "def kernel(x, weight, eps):\n    if x.shape[0] == 0:\n        return x.clone()\n"
+        "    return torch.stack([_row(r, weight, eps, 4) for r in x])",
+    ),
+    "fixed_parts": (
+        "invariant",
+        "none",
+        "PARTS = 8\n\n\ndef kernel(x, weight, eps):\n"
+        "    return torch.stack([_row(r, weight, eps, PARTS) for r in x])",
+    ),
+    "parts_from_batch": (
+        "violating",
+        "work_partitioning",
+        "def kernel(x, weight, eps):\n    parts = 8 if x.shape[0] < 4 else 1\n"
+        "    return torch.stack([_row(r, weight, eps, parts) for r in x])",
+    ),
+    "dot_for_one_row": (
+        "violating",
+        "algorithm_selection",
+        "def kernel(x, weight, eps):\n    if x.shape[0] == 1:\n        r = x[0].float()\n"
+        "        y = r * torch.rsqrt(torch.dot(r, r) / r.numel() + eps) * weight.float()\n"
+        "        return y[None].to(x.dtype)\n"
+        "    return torch.stack([_row(r, weight, eps) for r in x])",
+    ),
+    "parts_from_rows_helper": (
+        "violating",
+        "work_partitioning",
+        "def _parts(rows):\n    return {1: 4, 2: 2}.get(rows, 1)\n\n\ndef kernel(x, weight, eps):\n"
+        "    return torch.stack([_row(r, weight, eps, _parts(len(x))) for r in x])",
+    ),
+}
+
+
+def _write_tiny_pool(root: Path) -> None:
+    (root / "pool" / "rmsnorm").mkdir(parents=True)
+    manifest = {}
+    for name, (intended, mechanism, body) in _TINY_POOL.items():
+        (root / "pool" / "rmsnorm" / f"{name}.py").write_text(f"import torch\n\n{_ROW}\n\n{body}\n")
+        manifest[f"rmsnorm/{name}"] = {
+            "task": "rmsnorm",
+            "mechanism": mechanism,
+            "pattern": "test",
+            "intended": intended,
+            "description": name,
+        }
+    (root / "pool" / "manifest.json").write_text(json.dumps({"candidates": manifest}))
+
+
+def test_label_and_benchmark_end_to_end(tmp_path: Path) -> None:
+    _write_tiny_pool(tmp_path)
+    proc = run_cli("bench", "label", "--device", "cpu", "--pool", str(tmp_path), "--jobs", "2", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pool = load_pool(tmp_path)
+    for e in pool.entries:
+        assert e.label("cpu") == e.spec.intended, (e.spec.key, e.labels["cpu"].reason)
+        assert e.labels["cpu"].source_sha256
+
+    out, md = tmp_path / "detector.json", tmp_path / "detector.md"
     proc = run_cli(
         "bench",
         "detector",
         "--device",
         "cpu",
-        "--task",
-        "rmsnorm",
-        "--limit",
-        "8",
+        "--pool",
+        str(tmp_path),
         "--no-warmup",
+        "--jobs",
+        "2",
         "--json",
         str(out),
-        timeout=240,
+        "--markdown",
+        str(md),
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["candidates_labeled"] == 8
+    assert report["candidates_labeled"] == len(_TINY_POOL)
     runs = report["runs"]
-    assert {r["label"] for r in runs} == {"violating", "invariant"}
     for mode, score in report["scores"].items():
         detected = [
             r for r in runs if r["label"] == "violating" and r["modes"][mode]["verdict"] == "bi_violation"
         ]
         rejected = [r for r in runs if r["label"] == "invariant" and r["modes"][mode]["verdict"] != "pass"]
         assert score["detected"] == len(detected) and score["false_rejections"] == len(rejected)
-        assert score["errors"] == 0
-        assert score["median_ms"] > 0
+        assert score["violating"] == 3 and score["invariant"] == 3
+        errors = [
+            (r["key"], r["modes"][mode]["reason"]) for r in runs if r["modes"][mode]["verdict"] == "error"
+        ]
+        assert not errors and score["errors"] == 0 and score["median_ms"] > 0
     full = {r["key"] for r in runs if r["modes"]["full"]["verdict"] == "bi_violation"}
     static = {r["key"] for r in runs if r["modes"]["static"]["verdict"] == "bi_violation"}
-    assert static <= full  # the full gate runs static analysis first
-    assert "full gate" in proc.stdout and "detection" in proc.stdout
+    dynamic = {r["key"] for r in runs if r["modes"]["dynamic"]["verdict"] == "bi_violation"}
+    assert static <= full and dynamic <= full  # the full gate runs both, with the same seed
+    assert "full gate" in proc.stdout and "| full gate |" in md.read_text()
+
+    # Scoring again from the saved verdicts gives the same table without running the gate.
+    proc = run_cli(
+        "bench",
+        "detector",
+        "--device",
+        "cpu",
+        "--pool",
+        str(tmp_path),
+        "--rescore",
+        str(out),
+        "--json",
+        str(tmp_path / "again.json"),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((tmp_path / "again.json").read_text())["scores"] == report["scores"]
 
 
 @pytest.mark.parametrize("args", [["--pool", "no/such/folder"], ["--device", "tpu"]])

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from nodice.bench.detector import MODES, CandidateRun, rescore, run_detector, run_meta
+from nodice.bench.detector import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
 from nodice.bench.pool import LABELS_FILE, OracleLabel, default_root, load_pool
 from nodice.bench.report import markdown, render
 from nodice.errors import NodiceError
@@ -59,6 +59,10 @@ def detector(
     progress_out: Annotated[
         Path | None, typer.Option("--progress", help="append each candidate's result to this JSON-lines file")
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(help="with --progress: skip the candidates that file already holds, append the rest"),
+    ] = False,
     rescore_from: Annotated[
         Path | None,
         typer.Option(
@@ -74,7 +78,14 @@ def detector(
         _fail(exc.line())
         return
 
-    if progress_out is not None:
+    done_before: list[CandidateRun] = []
+    if progress_out is not None and resume and progress_out.exists():
+        try:
+            done_before = load_runs(progress_out)[1]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _fail(f"cannot resume from {progress_out}: {exc}")
+        err.print(f"resuming: {len(done_before)} candidate(s) already in {progress_out}", markup=False)
+    elif progress_out is not None:
         progress_out.parent.mkdir(parents=True, exist_ok=True)
         progress_out.write_text(json.dumps(run_meta(dev, seed, warmup)) + "\n")
 
@@ -102,6 +113,7 @@ def detector(
             warmup=warmup,
             timeout_s=timeout,
             on_done=progress,
+            done_before=done_before,
         )
     if report.candidates_labeled == 0:
         _fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")

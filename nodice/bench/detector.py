@@ -270,10 +270,17 @@ def run_detector(
     warmup: bool = True,
     timeout_s: float = 1800.0,
     on_done: Callable[[CandidateRun], None] | None = None,
+    done_before: list[CandidateRun] | None = None,
 ) -> DetectorReport:
-    """Run the labeled candidates (all, or ``limit`` of them spread over the pool) through every mode."""
+    """Run the labeled candidates (all, or ``limit`` of them spread over the pool) through every mode.
+
+    ``done_before``: results of an interrupted run of the same configuration; those candidates are
+    not run again.
+    """
     entries = [e for e in pool.entries if not tasks or e.spec.task in tasks]
-    chosen = spread(entries, device, limit)
+    previous = list(done_before or [])
+    skip = {r.key for r in previous}
+    chosen = [e for e in spread(entries, device, limit) if e.spec.key not in skip]
     by_key = {e.spec.key: e for e in chosen}
     job_list = [
         (
@@ -305,7 +312,7 @@ def run_detector(
 
     meta = run_meta(device, seed, warmup)
     outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done, gpu_count(device))
-    return assemble(pool, device, [to_run(o) for o in outcomes], meta)
+    return assemble(pool, device, previous + [to_run(o) for o in outcomes], meta)
 
 
 def run_meta(device: str, seed: int, warmup: bool) -> dict[str, Any]:
@@ -326,21 +333,26 @@ def run_from_dict(d: dict[str, Any]) -> CandidateRun:
     return CandidateRun(d["key"], d["task"], d["mechanism"], d["pattern"], d["label"], modes)
 
 
+def load_runs(path: Path) -> tuple[dict[str, Any], list[CandidateRun]]:
+    """(provenance, runs) of a report JSON, or of a ``--progress`` JSON-lines file (provenance first)."""
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        head = lines[0] if lines and "key" not in lines[0] else {}
+        return head, [run_from_dict(d) for d in lines if "key" in d]
+    head = json.loads(text)
+    return head, [run_from_dict(d) for d in head.get("runs", [])]
+
+
 def rescore(pool: Pool, device: str, report_path: Path) -> DetectorReport:
     """An earlier report's verdicts scored against the pool's current labels (no gate run).
 
     ``report_path`` is a report JSON, or the JSON-lines progress file of a run (one candidate per line).
     """
-    text = report_path.read_text()
-    meta_keys = ("date", "machine", "versions", "command", "seed", "timing")
-    if report_path.suffix == ".jsonl":
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-        head = lines[0] if lines and "runs" not in lines[0] and "key" not in lines[0] else {}
-        runs = [run_from_dict(d) for d in lines if "key" in d]
-    else:
-        head = json.loads(text)
-        runs = [run_from_dict(d) for d in head.get("runs", [])]
-    meta: dict[str, Any] = {k: head.get(k, "") for k in meta_keys}
+    head, runs = load_runs(report_path)
+    meta: dict[str, Any] = {
+        k: head.get(k, "") for k in ("date", "machine", "versions", "command", "seed", "timing")
+    }
     meta["seed"] = int(meta["seed"] or 0)
     meta["command"] = f"{meta['command']} (rescored against the labels of {_labels_date(pool, device)})"
     return assemble(pool, device, runs, meta)
