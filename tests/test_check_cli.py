@@ -121,7 +121,7 @@ def test_violation_json_reports_first_mismatch() -> None:
 
 
 def test_human_output_names_verdict_and_context() -> None:
-    proc = run_cli(
+    dyn = run_cli(
         "check",
         str(RMSNORM / "split_rows_small_batch.py"),
         "--task",
@@ -130,9 +130,17 @@ def test_human_output_names_verdict_and_context() -> None:
         "cpu",
         "--seed",
         "2",
+        "--dynamic-only",
     )
-    assert proc.returncode == 1
-    assert "BI_VIOLATION" in proc.stdout and "first mismatch" in proc.stdout
+    assert dyn.returncode == 1
+    assert "BI_VIOLATION" in dyn.stdout and "first mismatch" in dyn.stdout and "context:" in dyn.stdout
+    # The full gate stops at static analysis, with the finding's line, dependency path and repair.
+    full = run_cli(
+        "check", str(RMSNORM / "split_rows_small_batch.py"), "--task", "rmsnorm", "--device", "cpu"
+    )
+    assert full.returncode == 1
+    assert "BI_VIOLATION" in full.stdout and "split_rows_small_batch.py:" in full.stdout
+    assert "fix:" in full.stdout and "dynamic" not in full.stdout.split("note:")[0]
 
 
 def test_tasks_lists_signatures() -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import torch
 
-from nodice.errors import KernelCrashError, OutputSpecError
+from nodice.errors import KernelCrashError, NodiceError, OutputSpecError
+from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
 
 
@@ -39,8 +40,8 @@ def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) 
         return out
     except SystemExit as exc:
         raise KernelCrashError(f"kernel called exit({exc.code})") from None
-    except KeyboardInterrupt:
-        raise
+    except (KeyboardInterrupt, NodiceError, CheatDetected):
+        raise  # the harness's own verdicts (bad output, a guard's cheat) pass through unchanged
     except BaseException as exc:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == candidate]
         where = f" at {candidate.name}:{frames[-1].lineno}" if frames else ""

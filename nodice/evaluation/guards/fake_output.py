@@ -29,10 +29,9 @@ def _overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
 
-def inspect_outputs(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> str | None:
-    """A one-line reason when ``out`` is not a set of fresh, dense, plain tensors; else ``None``."""
+def fake_tensor_reason(out: Any, names: tuple[str, ...]) -> str | None:
+    """A one-line reason when an output only pretends to be a tensor (subclass, meta, lazy view)."""
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    spans: list[tuple[str, tuple[int, int] | None]] = []
     for i, o in enumerate(outs):
         name = names[i] if i < len(names) else f"output {i}"
         if not isinstance(o, torch.Tensor):
@@ -45,6 +44,17 @@ def inspect_outputs(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> 
             return f"{name} has layout {o.layout}"
         if o.is_conj() or o.is_neg():
             return f"{name} is a lazy conjugate/negative view"
+    return None
+
+
+def storage_reason(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> str | None:
+    """A one-line reason when correctly shaped outputs are views: strided, aliasing an input or each other."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    spans: list[tuple[str, tuple[int, int] | None]] = []
+    for i, o in enumerate(outs):
+        name = names[i] if i < len(names) else f"output {i}"
+        if not isinstance(o, torch.Tensor):
+            continue
         if not o.is_contiguous():
             return f"{name} is a non-contiguous view (strides {tuple(o.stride())})"
         spans.append((name, _storage_span(o)))
@@ -58,3 +68,8 @@ def inspect_outputs(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> 
             if _overlap(span, ospan):
                 return f"{name} and {other} share memory"
     return None
+
+
+def inspect_outputs(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> str | None:
+    """A one-line reason when ``out`` is not a set of fresh, dense, plain tensors; else ``None``."""
+    return fake_tensor_reason(out, names) or storage_reason(out, args, names)
