@@ -39,14 +39,22 @@ def main() -> int:
     from nodice.tasks import available
 
     present = set(available())
-    pool = HERE / "pool"
+    final = HERE / "pool"
+    # Everything is written to a fresh folder that replaces the pool only once it is complete.
+    pool = HERE / "pool.new"
+    shutil.rmtree(pool, ignore_errors=True)
+    pool.mkdir()
     manifest: dict[str, dict[str, object]] = {}
+    old = final / "manifest.json"
+    old_manifest = json.loads(old.read_text())["candidates"] if old.exists() else {}
     for family in FAMILIES:
         if family not in present or not (HERE / "families" / f"{family}.py").exists():
+            if (final / family).is_dir():  # keep what an earlier run made
+                shutil.copytree(final / family, pool / family)
+                manifest.update({k: v for k, v in old_manifest.items() if v["task"] == family})
             continue
         folder = pool / family
         folder.mkdir(parents=True, exist_ok=True)
-        written = set()
         for c in importlib.import_module(family).candidates():
             assert c.task == family, c.name
             key = f"{c.task}/{c.name}"
@@ -54,10 +62,8 @@ def main() -> int:
                 raise SystemExit(f"duplicate candidate {key}")
             compile(c.source, key, "exec")  # a template bug fails here, not in the oracle
             (folder / f"{c.name}.py").write_text(c.source)
-            written.add(f"{c.name}.py")
             for name, text in c.helpers.items():
                 (folder / name).write_text(text)
-                written.add(name)
             manifest[key] = {
                 "task": c.task,
                 "mechanism": c.mechanism,
@@ -66,18 +72,37 @@ def main() -> int:
                 "description": c.description,
                 "observable_on": list(c.observable_on),
             }
-        for stale in folder.glob("*.py"):
-            if stale.name not in written:
-                stale.unlink()
     (pool / "manifest.json").write_text(json.dumps({"candidates": manifest}, indent=1) + "\n")
     # Formatted like code people write; the formatter changes layout, never behaviour.
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if Path(ruff).exists():
         subprocess.run([ruff, "check", "--quiet", "--fix", "--select", "I", str(pool)], check=True)
         subprocess.run([ruff, "format", "--quiet", str(pool)], check=True)
+    changed = _sync(pool, final)
+    shutil.rmtree(pool)
     violating = sum(1 for m in manifest.values() if m["intended"] == "violating")
-    print(f"{len(manifest)} candidates ({violating} intended violating) in {pool}")
+    print(
+        f"{len(manifest)} candidates ({violating} intended violating) in {final}; {changed} file(s) changed"
+    )
     return 0
+
+
+def _sync(src: Path, dst: Path) -> int:
+    """Make ``dst`` hold exactly ``src``'s files, touching only those that differ (a running oracle or
+    benchmark keeps reading unchanged candidates)."""
+    changed = 0
+    new = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
+    for rel in sorted(new):
+        target = dst / rel
+        if not target.exists() or target.read_bytes() != (src / rel).read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / rel, target)
+            changed += 1
+    for p in dst.rglob("*"):
+        if p.is_file() and p.relative_to(dst) not in new and "__pycache__" not in p.parts:
+            p.unlink()
+            changed += 1
+    return changed
 
 
 if __name__ == "__main__":

@@ -1,12 +1,11 @@
 """What a generated candidate is, and how its source is assembled from shared pieces."""
 
-# ruff: noqa: E501
-
 from __future__ import annotations
 
 import re
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -39,7 +38,9 @@ def module(doc: str, *parts: str, imports: str = "") -> str:
     return f'"""{doc}"""\n\n{head}\n\n{body}\n'
 
 
-def violating(name: str, task: str, mechanism: str, pattern: str, description: str, source: str, **kw) -> Candidate:
+def violating(
+    name: str, task: str, mechanism: str, pattern: str, description: str, source: str, **kw
+) -> Candidate:
     return Candidate(name, task, mechanism, pattern, "violating", description, source, **kw)
 
 
@@ -53,11 +54,9 @@ def decorated(decorators: str, kernel: str) -> str:
 
 
 def seed_source(task: str) -> str:
-    from pathlib import Path
-
-    import nodice
-
-    return (Path(nodice.__file__).parent / "examples" / task / "seed.py").read_text()
+    """The task's seed kernel as the pool was built from it (a snapshot, so later seed edits leave the
+    pool and its labels as they are)."""
+    return (Path(__file__).parent / "seeds" / f"{task}.py").read_text()
 
 
 def from_seed(task: str, doc: str, edits: list[tuple[str, str]], append: str = "", imports: str = "") -> str:

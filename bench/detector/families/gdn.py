@@ -9,54 +9,91 @@ from _common import Candidate, from_seed, invariant, violating
 T = "gdn"
 
 PREDICT = "predicted = tl.sum(k[:, :, None] * state, axis=1)"
-SIG = '''
+SIG = """
     LANES: tl.constexpr,
     BLOCK_V: tl.constexpr,
 ):
-'''
-SIG_SPLIT = '''
+"""
+SIG_SPLIT = """
     LANES: tl.constexpr,
     BLOCK_V: tl.constexpr,
     DK_SPLIT: tl.constexpr,
 ):
-'''
+"""
 # Reduce over Dk in DK_SPLIT partial sums, then add those: a different association of the same sum.
-PREDICT_SPLIT = '''
+PREDICT_SPLIT = """
 prod = k[:, :, None] * state
 if DK_SPLIT > 1:
     predicted = tl.sum(tl.sum(tl.reshape(prod, [LANES, DK_SPLIT, DK // DK_SPLIT, BLOCK_V]), axis=2), axis=1)
 else:
     predicted = tl.sum(prod, axis=1)
-'''
-LAUNCH_TAIL = '''
+"""
+LAUNCH_TAIL = """
         BLOCK_V=block_v,
         num_warps=4,
     )
-'''
+"""
 
 
 def candidates() -> list[Candidate]:
     V, I = violating, invariant  # noqa: E741
     return [
-        V("dk_split_small_batch", T, "reduction_order", "direct",
-          "for batches of one or two sequences the Dk reduction is done in four partial sums",
-          from_seed(T, "Gated delta net; small batches split the key reduction into partial sums.", [
-              (SIG, SIG_SPLIT), (PREDICT, PREDICT_SPLIT),
-              (LAUNCH_TAIL, '''
+        V(
+            "dk_split_small_batch",
+            T,
+            "reduction_order",
+            "direct",
+            "for batches of one or two sequences the Dk reduction is done in four partial sums",
+            from_seed(
+                T,
+                "Gated delta net; small batches split the key reduction into partial sums.",
+                [
+                    (SIG, SIG_SPLIT),
+                    (PREDICT, PREDICT_SPLIT),
+                    (
+                        LAUNCH_TAIL,
+                        """
                       BLOCK_V=block_v,
                       DK_SPLIT=4 if batch <= 2 else 1,
                       num_warps=4,
                   )
-              ''')])),
-        V("dk_split_heuristics", T, "autotune", "triton_heuristics",
-          "@triton.heuristics sets the Dk split from the number of lanes",
-          from_seed(T, "Gated delta net with a heuristic Dk split.", [
-              (SIG, SIG_SPLIT), (PREDICT, PREDICT_SPLIT),
-              ("@triton.jit\ndef _gdn_recurrent(", '@triton.heuristics({"DK_SPLIT": lambda args: 2 if args["n_lanes"] < 8 else 1})\n@triton.jit\ndef _gdn_recurrent(')])),
-        V("torch_path_single_sequence", T, "algorithm_selection", "control_dependent",
-          "a single sequence runs the recurrence eagerly in PyTorch",
-          from_seed(T, "Gated delta net; a lone sequence is run eagerly.", [(
-              "def kernel(q, k, v, g, beta, scale):", '''
+              """,
+                    ),
+                ],
+            ),
+        ),
+        V(
+            "dk_split_heuristics",
+            T,
+            "autotune",
+            "triton_heuristics",
+            "@triton.heuristics sets the Dk split from the number of lanes",
+            from_seed(
+                T,
+                "Gated delta net with a heuristic Dk split.",
+                [
+                    (SIG, SIG_SPLIT),
+                    (PREDICT, PREDICT_SPLIT),
+                    (
+                        "@triton.jit\ndef _gdn_recurrent(",
+                        '@triton.heuristics({"DK_SPLIT": lambda args: 2 if args["n_lanes"] < 8 else 1})\n@triton.jit\ndef _gdn_recurrent(',
+                    ),
+                ],
+            ),
+        ),
+        V(
+            "torch_path_single_sequence",
+            T,
+            "algorithm_selection",
+            "control_dependent",
+            "a single sequence runs the recurrence eagerly in PyTorch",
+            from_seed(
+                T,
+                "Gated delta net; a lone sequence is run eagerly.",
+                [
+                    (
+                        "def kernel(q, k, v, g, beta, scale):",
+                        """
               def _eager(q, k, v, g, beta, scale):
                   batch, seq_len, n_heads, dk = q.shape
                   o = torch.empty_like(v)
@@ -75,25 +112,68 @@ def candidates() -> list[Candidate]:
               def kernel(q, k, v, g, beta, scale):
                   if q.shape[0] == 1:
                       return _eager(q, k, v, g, beta, scale)
-              ''')])),
-        V("num_warps_from_batch", T, "reduction_order", "launch_option",
-          "warp count from the batch size (the in-block Dk reduction tree changes on GPU)",
-          from_seed(T, "Gated delta net; more warps once the batch is large.", [(
-              LAUNCH_TAIL, '''
+              """,
+                    )
+                ],
+            ),
+        ),
+        V(
+            "num_warps_from_batch",
+            T,
+            "reduction_order",
+            "launch_option",
+            "warp count from the batch size (the in-block Dk reduction tree changes on GPU)",
+            from_seed(
+                T,
+                "Gated delta net; more warps once the batch is large.",
+                [
+                    (
+                        LAUNCH_TAIL,
+                        """
                       BLOCK_V=block_v,
                       num_warps=2 if batch < 4 else 8,
                   )
-              ''')]), observable_on=("cuda",)),
-        I("recurrent_seed", T, "batch_in_grid", "the seed: lanes and value blocks from the head dims",
-          from_seed(T, "Gated delta net, the recurrence token by token, lanes from the head dims.", [])),
-        I("lanes_from_batch", T, "row_tile",
-          "lanes per program follow the batch size; lanes never interact",
-          from_seed(T, "Gated delta net packing more lanes per program for large batches.", [(
-              "lanes = max(1, STATE_ELEMENTS // (dk * block_v))",
-              "lanes = 1 if batch < 4 else max(1, STATE_ELEMENTS // (dk * block_v))")])),
-        I("loop_over_sequences", T, "sample_loop", "one launch per sequence",
-          from_seed(T, "Gated delta net launched sequence by sequence.", [(
-              "def kernel(q, k, v, g, beta, scale):", '''
+              """,
+                    )
+                ],
+            ),
+            observable_on=("cuda",),
+        ),
+        I(
+            "recurrent_seed",
+            T,
+            "batch_in_grid",
+            "the seed: lanes and value blocks from the head dims",
+            from_seed(T, "Gated delta net, the recurrence token by token, lanes from the head dims.", []),
+        ),
+        I(
+            "lanes_from_batch",
+            T,
+            "row_tile",
+            "lanes per program follow the batch size; lanes never interact",
+            from_seed(
+                T,
+                "Gated delta net packing more lanes per program for large batches.",
+                [
+                    (
+                        "lanes = max(1, STATE_ELEMENTS // (dk * block_v))",
+                        "lanes = 1 if batch < 4 else max(1, STATE_ELEMENTS // (dk * block_v))",
+                    )
+                ],
+            ),
+        ),
+        I(
+            "loop_over_sequences",
+            T,
+            "sample_loop",
+            "one launch per sequence",
+            from_seed(
+                T,
+                "Gated delta net launched sequence by sequence.",
+                [
+                    (
+                        "def kernel(q, k, v, g, beta, scale):",
+                        """
               def kernel(q, k, v, g, beta, scale):
                   return torch.cat(
                       [_gdn(q[i : i + 1], k[i : i + 1], v[i : i + 1], g[i : i + 1], beta[i : i + 1], scale) for i in range(q.shape[0])]
@@ -101,5 +181,9 @@ def candidates() -> list[Candidate]:
 
 
               def _gdn(q, k, v, g, beta, scale):
-              ''')])),
+              """,
+                    )
+                ],
+            ),
+        ),
     ]

@@ -30,21 +30,52 @@ def _filtered_cdf(logits, temperature, top_k, top_p):
 def candidates() -> list[Candidate]:
     V, I = violating, invariant  # noqa: E741
     return [
-        V("philox_offset_from_row", T, "rng", "position_offset",
-          "the Philox offset is the request's row in the batch",
-          from_seed(T, "Top-k/top-p sampling; each row draws at its own Philox offset.", [(
-              DRAW, "u = tl.rand(seed, rows)")])),
-        V("batch_seed_plus_row", T, "rng", "batch_seed",
-          "one seed for the whole batch (the first request's), advanced by the row index",
-          from_seed(T, "Top-k/top-p sampling seeded once per batch.", [(
-              SEED_LOAD, "seed = tl.load(seed_ptr) + rows.to(tl.int64)")])),
-        V("offset_from_batch_size", T, "rng", "batch_size_offset",
-          "the Philox offset advances by the number of rows in the launch",
-          from_seed(T, "Top-k/top-p sampling; the RNG counter advances per launched row.", [(
-              DRAW, "u = tl.rand(seed, tl.zeros([ROWS], dtype=tl.int32) + n_rows)")])),
-        V("torch_generator_per_batch", T, "rng", "shared_generator",
-          "a PyTorch sampler drawing every row's uniform from one generator seeded by the first request",
-          module("Top-k/top-p sampling in PyTorch with one generator per batch.", TORCH_SAMPLER, '''
+        V(
+            "philox_offset_from_row",
+            T,
+            "rng",
+            "position_offset",
+            "the Philox offset is the request's row in the batch",
+            from_seed(
+                T,
+                "Top-k/top-p sampling; each row draws at its own Philox offset.",
+                [(DRAW, "u = tl.rand(seed, rows)")],
+            ),
+        ),
+        V(
+            "batch_seed_plus_row",
+            T,
+            "rng",
+            "batch_seed",
+            "one seed for the whole batch (the first request's), advanced by the row index",
+            from_seed(
+                T,
+                "Top-k/top-p sampling seeded once per batch.",
+                [(SEED_LOAD, "seed = tl.load(seed_ptr) + rows.to(tl.int64)")],
+            ),
+        ),
+        V(
+            "offset_from_batch_size",
+            T,
+            "rng",
+            "batch_size_offset",
+            "the Philox offset advances by the number of rows in the launch",
+            from_seed(
+                T,
+                "Top-k/top-p sampling; the RNG counter advances per launched row.",
+                [(DRAW, "u = tl.rand(seed, tl.zeros([ROWS], dtype=tl.int32) + n_rows)")],
+            ),
+        ),
+        V(
+            "torch_generator_per_batch",
+            T,
+            "rng",
+            "shared_generator",
+            "a PyTorch sampler drawing every row's uniform from one generator seeded by the first request",
+            module(
+                "Top-k/top-p sampling in PyTorch with one generator per batch.",
+                TORCH_SAMPLER,
+                """
               def kernel(logits, temperature, top_k, top_p, seed):
                   order, cdf = _filtered_cdf(logits, temperature, top_k, top_p)
                   gen = torch.Generator(device="cpu").manual_seed(int(seed[0]))
@@ -52,26 +83,65 @@ def candidates() -> list[Candidate]:
                   pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=logits.shape[1] - 1)
                   drawn = order.gather(1, pick).squeeze(1)
                   return torch.where(temperature <= 0, logits.argmax(dim=1), drawn)
-              ''').replace("import triton\nimport triton.language as tl\n", "")),
-        I("seed_own_key", T, "batch_in_grid", "the seed: one uniform from the request's own seed at offset 0",
-          from_seed(T, "Top-k/top-p sampling by bisection; the draw is keyed by the request's seed.", [])),
-        I("rows_per_program_from_batch", T, "row_tile",
-          "rows packed per program follow the batch size; rows never interact",
-          from_seed(T, "Top-k/top-p sampling packing up to eight requests per program.", [(
-              "rows = max(1, min(MAX_ROWS, TILE_ELEMENTS // triton.next_power_of_2(vocab)))",
-              "rows = max(1, min(8, triton.next_power_of_2(n_rows)))")])),
-        I("all_greedy_shortcut", T, "same_math_kernel_choice",
-          "a batch of only greedy requests takes argmax directly (the kernel's greedy answer, too)",
-          from_seed(T, "Top-k/top-p sampling with an all-greedy fast path.", [(
-              "def kernel(logits, temperature, top_k, top_p, seed):", '''
+              """,
+            ).replace("import triton\nimport triton.language as tl\n", ""),
+        ),
+        I(
+            "seed_own_key",
+            T,
+            "batch_in_grid",
+            "the seed: one uniform from the request's own seed at offset 0",
+            from_seed(T, "Top-k/top-p sampling by bisection; the draw is keyed by the request's seed.", []),
+        ),
+        I(
+            "rows_per_program_from_batch",
+            T,
+            "row_tile",
+            "rows packed per program follow the batch size; rows never interact",
+            from_seed(
+                T,
+                "Top-k/top-p sampling packing up to eight requests per program.",
+                [
+                    (
+                        "rows = max(1, min(MAX_ROWS, TILE_ELEMENTS // triton.next_power_of_2(vocab)))",
+                        "rows = max(1, min(8, triton.next_power_of_2(n_rows)))",
+                    )
+                ],
+            ),
+        ),
+        I(
+            "all_greedy_shortcut",
+            T,
+            "same_math_kernel_choice",
+            "a batch of only greedy requests takes argmax directly (the kernel's greedy answer, too)",
+            from_seed(
+                T,
+                "Top-k/top-p sampling with an all-greedy fast path.",
+                [
+                    (
+                        "def kernel(logits, temperature, top_k, top_p, seed):",
+                        """
               def kernel(logits, temperature, top_k, top_p, seed):
                   if bool((temperature <= 0).all()):
                       # First index of the largest logit, as the kernel's greedy rows do.
                       return logits.argmax(dim=1)
-              ''')])),
-        I("loop_over_requests", T, "sample_loop", "one launch per request",
-          from_seed(T, "Top-k/top-p sampling launched request by request.", [(
-              "def kernel(logits, temperature, top_k, top_p, seed):", '''
+              """,
+                    )
+                ],
+            ),
+        ),
+        I(
+            "loop_over_requests",
+            T,
+            "sample_loop",
+            "one launch per request",
+            from_seed(
+                T,
+                "Top-k/top-p sampling launched request by request.",
+                [
+                    (
+                        "def kernel(logits, temperature, top_k, top_p, seed):",
+                        """
               def kernel(logits, temperature, top_k, top_p, seed):
                   return torch.cat(
                       [
@@ -82,5 +152,9 @@ def candidates() -> list[Candidate]:
 
 
               def _sample_rows(logits, temperature, top_k, top_p, seed):
-              ''')])),
+              """,
+                    )
+                ],
+            ),
+        ),
     ]
