@@ -1,9 +1,9 @@
 """Helpers for users' own test suites.
 
-    from nodice.testing import assert_batch_invariant
+from nodice.testing import assert_batch_invariant
 
-    def test_my_rmsnorm_is_batch_invariant():
-        assert_batch_invariant(my_rmsnorm, task="rmsnorm")
+def test_my_rmsnorm_is_batch_invariant():
+    assert_batch_invariant(my_rmsnorm, task="rmsnorm")
 """
 
 from __future__ import annotations

@@ -348,7 +348,9 @@ def kernel(x, weight, eps):
 
 
 def test_row_guard_in_the_kernel_passes(tmp_path: Path) -> None:
-    code = NORM_HEAD + '''
+    code = (
+        NORM_HEAD
+        + """
 @triton.jit
 def _rows(x_ptr, y_ptr, n_rows, hidden, BLOCK_H: tl.constexpr):
     row = tl.program_id(0)
@@ -365,6 +367,7 @@ def kernel(x, weight, eps):
     y = torch.empty(n_rows, device=x.device)
     _rows[(triton.cdiv(n_rows, 8) * 8,)](x, y, n_rows, x.shape[1], BLOCK_H=256)
     return x * torch.rsqrt(y[:, None] + eps) * weight
-'''
+"""
+    )
     violations, _, _ = analyze(tmp_path, code, task="rmsnorm")
     assert violations == []
