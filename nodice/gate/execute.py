@@ -13,6 +13,8 @@ from nodice.errors import KernelCrashError, NodiceError, OutputSpecError
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
 
+POISON_COPIES = 4
+
 
 def poison_allocator(device: torch.device, shapes: list[tuple[torch.Size, torch.dtype]]) -> None:
     """Leave NaN in the memory the kernel's next ``torch.empty`` calls are likely to get.
@@ -22,13 +24,16 @@ def poison_allocator(device: torch.device, shapes: list[tuple[torch.Size, torch.
     instead of a previous run's correct answer.
     """
     blocks = []
+    # Several blocks per output: every recently freed block of that size (not just the last one)
+    # is handed out, poisoned, and freed again.
     for shape, dtype in shapes:
-        t = torch.empty(shape, dtype=dtype, device=device)
-        if dtype.is_floating_point:
-            t.fill_(float("nan"))
-        else:
-            t.fill_(-1)
-        blocks.append(t)
+        for _ in range(POISON_COPIES):
+            t = torch.empty(shape, dtype=dtype, device=device)
+            if dtype.is_floating_point:
+                t.fill_(float("nan"))
+            else:
+                t.fill_(-1)
+            blocks.append(t)
     del blocks
 
 
