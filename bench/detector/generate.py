@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "families"))
@@ -33,6 +34,8 @@ FAMILIES = (
     "sampling",
     "gdn",
 )
+# Candidates of several tasks kept apart from the main pool (see families/heldout.py).
+EXTRA_MODULES = ("heldout",)
 
 
 def main() -> int:
@@ -53,25 +56,13 @@ def main() -> int:
                 shutil.copytree(final / family, pool / family)
                 manifest.update({k: v for k, v in old_manifest.items() if v["task"] == family})
             continue
-        folder = pool / family
-        folder.mkdir(parents=True, exist_ok=True)
         for c in importlib.import_module(family).candidates():
             assert c.task == family, c.name
-            key = f"{c.task}/{c.name}"
-            if key in manifest:
-                raise SystemExit(f"duplicate candidate {key}")
-            compile(c.source, key, "exec")  # a template bug fails here, not in the oracle
-            (folder / f"{c.name}.py").write_text(c.source)
-            for name, text in c.helpers.items():
-                (folder / name).write_text(text)
-            manifest[key] = {
-                "task": c.task,
-                "mechanism": c.mechanism,
-                "pattern": c.pattern,
-                "intended": c.intended,
-                "description": c.description,
-                "observable_on": list(c.observable_on),
-            }
+            _write(c, pool, manifest)
+    for extra in EXTRA_MODULES:
+        for c in importlib.import_module(extra).candidates():
+            if c.task in present:
+                _write(c, pool, manifest)
     (pool / "manifest.json").write_text(json.dumps({"candidates": manifest}, indent=1) + "\n")
     # Formatted like code people write; the formatter changes layout, never behaviour.
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
@@ -85,6 +76,28 @@ def main() -> int:
         f"{len(manifest)} candidates ({violating} intended violating) in {final}; {changed} file(s) changed"
     )
     return 0
+
+
+def _write(c: Any, pool: Path, manifest: dict[str, dict[str, object]]) -> None:
+    """One candidate's file (and its helpers) under ``pool/<task>/``, and its manifest entry."""
+    key = f"{c.task}/{c.name}"
+    folder = pool / c.task
+    folder.mkdir(parents=True, exist_ok=True)
+    if key in manifest:
+        raise SystemExit(f"duplicate candidate {key}")
+    compile(c.source, key, "exec")  # a template bug fails here, not in the oracle
+    (folder / f"{c.name}.py").write_text(c.source)
+    for name, text in c.helpers.items():
+        (folder / name).write_text(text)
+    manifest[key] = {
+        "task": c.task,
+        "mechanism": c.mechanism,
+        "pattern": c.pattern,
+        "intended": c.intended,
+        "description": c.description,
+        "observable_on": list(c.observable_on),
+        **({"split": c.split} if c.split != "main" else {}),
+    }
 
 
 def _sync(src: Path, dst: Path) -> int:

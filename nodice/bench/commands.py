@@ -52,6 +52,9 @@ def detector(
     ] = None,
     limit: LimitOpt = None,
     task: TaskOpt = None,
+    split: Annotated[
+        str | None, typer.Option(help="only the 'main' pool or the 'heldout' candidates (default: both)")
+    ] = None,
     jobs: JobsOpt = 1,
     seed: Annotated[int, typer.Option(help="the gate's random seed for every candidate")] = 0,
     warmup: Annotated[bool, typer.Option(help="warm-up run of the full gate before the timed runs")] = True,
@@ -114,6 +117,7 @@ def detector(
             timeout_s=timeout,
             on_done=progress,
             done_before=done_before,
+            split=split,
         )
     if report.candidates_labeled == 0:
         _fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")

@@ -228,10 +228,18 @@ def _timing(warmup: bool) -> str:
     )
 
 
-def assemble(pool: Pool, device: str, runs: list[CandidateRun], meta: dict[str, Any]) -> DetectorReport:
+def assemble(
+    pool: Pool,
+    device: str,
+    runs: list[CandidateRun],
+    meta: dict[str, Any],
+    considered: list[PoolEntry] | None = None,
+) -> DetectorReport:
     """Score ``runs`` against the pool's current labels for ``device`` (unlabeled runs are dropped).
 
     ``meta`` carries the run's provenance: date, machine, versions, command, seed, timing.
+    ``considered``: the entries the run was asked to judge (default: every entry of the runs' tasks),
+    of which those without a usable label are listed as excluded.
     """
     entries = {e.spec.key: e for e in pool.entries}
     scored = []
@@ -242,11 +250,9 @@ def assemble(pool: Pool, device: str, runs: list[CandidateRun], meta: dict[str, 
             r.label = str(label)
             scored.append(r)
     tasks = {r.task for r in runs}
-    excluded = {
-        e.spec.key: _why_unscored(e, device)
-        for e in pool.entries
-        if e.spec.task in tasks and e.label(device) not in _SCORED
-    }
+    if considered is None:
+        considered = [e for e in pool.entries if e.spec.task in tasks]
+    excluded = {e.spec.key: _why_unscored(e, device) for e in considered if e.label(device) not in _SCORED}
     return DetectorReport(
         device=device,
         candidates_labeled=len(scored),
@@ -271,13 +277,18 @@ def run_detector(
     timeout_s: float = 1800.0,
     on_done: Callable[[CandidateRun], None] | None = None,
     done_before: list[CandidateRun] | None = None,
+    split: str | None = None,
 ) -> DetectorReport:
     """Run the labeled candidates (all, or ``limit`` of them spread over the pool) through every mode.
 
     ``done_before``: results of an interrupted run of the same configuration; those candidates are
     not run again.
     """
-    entries = [e for e in pool.entries if not tasks or e.spec.task in tasks]
+    entries = [
+        e
+        for e in pool.entries
+        if (not tasks or e.spec.task in tasks) and (not split or e.spec.split == split)
+    ]
     previous = list(done_before or [])
     skip = {r.key for r in previous}
     chosen = [e for e in spread(entries, device, limit) if e.spec.key not in skip]
@@ -312,7 +323,7 @@ def run_detector(
 
     meta = run_meta(device, seed, warmup)
     outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done, gpu_count(device))
-    return assemble(pool, device, previous + [to_run(o) for o in outcomes], meta)
+    return assemble(pool, device, previous + [to_run(o) for o in outcomes], meta, entries)
 
 
 def run_meta(device: str, seed: int, warmup: bool) -> dict[str, Any]:

@@ -41,6 +41,8 @@ class CandidateSpec:
     # Devices on which the mechanism can show at all: float atomics and warp counts do nothing
     # under Triton's interpreter, which runs programs one after another.
     observable_on: tuple[str, ...] = ("cpu", "cuda")
+    # "main", or "heldout" for candidates written after the analyzer was measured on the main pool.
+    split: str = "main"
 
     @property
     def name(self) -> str:
@@ -118,6 +120,7 @@ def _spec(key: str, d: dict[str, Any]) -> CandidateSpec:
         intended=d["intended"],
         description=d.get("description", ""),
         observable_on=tuple(d.get("observable_on", ("cpu", "cuda"))),
+        split=d.get("split", "main"),
     )
 
 
@@ -143,10 +146,12 @@ def load_pool(root: Path, labels: Path | None = None) -> Pool:
     if not root.is_dir():
         raise PoolError(f"no pool folder at {root}")
     data = _read_json(labels or root / LABELS_FILE)
+    # The manifest describes the candidates (it may have gained fields since the labels were made).
+    described = {s.key: s for s in load_manifest(root)} if (root / "pool" / MANIFEST_FILE).exists() else {}
     entries = []
     for key, d in data["candidates"].items():
         labs = {dev: OracleLabel(**lab) for dev, lab in d.get("labels", {}).items()}
-        entries.append(PoolEntry(_spec(key, d), d.get("family", ""), labs))
+        entries.append(PoolEntry(described.get(key) or _spec(key, d), d.get("family", ""), labs))
     pool = Pool(root, entries, dict(data.get("oracle", {})))
     missing = [e.spec.key for e in entries if not pool.path_of(e).is_file()]
     if missing:

@@ -20,6 +20,7 @@ class Candidate:
     source: str
     observable_on: tuple[str, ...] = ("cpu", "cuda")
     helpers: dict[str, str] = field(default_factory=dict)  # sibling files the candidate imports
+    split: str = "main"  # "heldout": written after the analyzer was measured on the main pool
 
 
 HEADER = "import torch\nimport triton\nimport triton.language as tl\n"
