@@ -101,7 +101,7 @@ def detector(
 
     if rescore_from is not None:
         try:
-            report = rescore(the_pool, dev, rescore_from)
+            report = rescore(the_pool, dev, rescore_from, split)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             _fail(f"cannot rescore {rescore_from}: {exc}")
             return

@@ -355,7 +355,7 @@ def load_runs(path: Path) -> tuple[dict[str, Any], list[CandidateRun]]:
     return head, [run_from_dict(d) for d in head.get("runs", [])]
 
 
-def rescore(pool: Pool, device: str, report_path: Path) -> DetectorReport:
+def rescore(pool: Pool, device: str, report_path: Path, split: str | None = None) -> DetectorReport:
     """An earlier report's verdicts scored against the pool's current labels (no gate run).
 
     ``report_path`` is a report JSON, or the JSON-lines progress file of a run (one candidate per line).
@@ -366,7 +366,12 @@ def rescore(pool: Pool, device: str, report_path: Path) -> DetectorReport:
     }
     meta["seed"] = int(meta["seed"] or 0)
     meta["command"] = f"{meta['command']} (rescored against the labels of {_labels_date(pool, device)})"
-    return assemble(pool, device, runs, meta)
+    if split is None:
+        return assemble(pool, device, runs, meta)
+    chosen = {e.spec.key: e for e in pool.entries if e.spec.split == split}
+    runs = [r for r in runs if r.key in chosen]
+    tasks = {r.task for r in runs}
+    return assemble(pool, device, runs, meta, [e for e in chosen.values() if e.spec.task in tasks])
 
 
 def _labels_date(pool: Pool, device: str) -> str:
