@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nodice.bench.oracle import OracleConfig, label_candidate
-from nodice.bench.pool import default_root, load_pool
+from nodice.bench.detector.oracle import OracleConfig, label_candidate
+from nodice.bench.detector.pool import default_root, load_pool
 from tests.conftest import run_cli
 
 POOL = default_root()

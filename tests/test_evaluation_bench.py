@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from nodice.evaluation.bench import CPU_POLICY, argument_names, benchmark, time_cpu
+from nodice.bench.score import WorkloadScore, headline
+from nodice.bench.timing import CPU_POLICY, argument_names, benchmark, time_cpu
 from nodice.evaluation.guards.guardian import Guardian
-from nodice.evaluation.score import WorkloadScore, headline
 from nodice.gate.loader import load_candidate
 from nodice.gate.runtime import prepare
 from nodice.tasks import Workload, get_task
@@ -84,7 +84,7 @@ def test_score_round_trips_through_a_dict() -> None:
 
 @pytest.mark.gpu
 def test_cuda_timer_flushes_and_settles() -> None:
-    from nodice.evaluation.bench import CUDA_POLICY, time_cuda
+    from nodice.bench.timing import CUDA_POLICY, time_cuda
 
     x = torch.randn(4096, 4096, device="cuda")
     t = time_cuda(lambda a: a * 2, (x,))

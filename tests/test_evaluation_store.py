@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from nodice.evaluation.bench import benchmark
+from nodice.bench.timing import benchmark
 from nodice.evaluation.export import export_jsonl, export_store, trace_records
 from nodice.evaluation.guards.guardian import Guardian
 from nodice.evaluation.record import Evaluation

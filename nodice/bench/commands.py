@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from nodice.bench.detector import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
-from nodice.bench.pool import LABELS_FILE, OracleLabel, default_root, load_pool
-from nodice.bench.report import markdown, render
+from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, load_pool
+from nodice.bench.detector.report import markdown, render
+from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
 from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR
 
@@ -145,7 +145,7 @@ def label(
     timeout: Annotated[float, typer.Option(help="seconds per candidate")] = 1800.0,
 ) -> None:
     """Label the pool with the brute-force oracle on one device (other devices' labels are kept)."""
-    from nodice.bench.labeling import label_pool
+    from nodice.bench.detector.labeling import label_pool
 
     def progress(key: str, lab: OracleLabel) -> None:
         err.print(f"{key}: {lab.label} — {lab.reason}", markup=False, highlight=False)

@@ -19,9 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from nodice.bench.score import WorkloadScore
 from nodice.evaluation.limits import Limits
 from nodice.evaluation.record import Evaluation
-from nodice.evaluation.score import WorkloadScore
 from nodice.evaluation.workers import JobOutcome, make_worker
 from nodice.gate.result import CheckResult
 

@@ -48,7 +48,7 @@ def _forget_candidate_modules(before: set[str], folder: Path) -> None:
 
 
 def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    from nodice.evaluation.bench import benchmark
+    from nodice.bench.timing import benchmark
 
     timings: dict[str, float] = {}
     seed = job.get("seed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodice.evaluation.score import WorkloadScore, headline
+from nodice.bench.score import WorkloadScore, headline
 from nodice.gate.result import CheckResult
 
 

@@ -1,6 +1,6 @@
 """GPU run of the moe, sampling and gdn tasks: the gate on every bundled example, the seeds benchmarked.
 
-    PYTHONPATH=. python3 bench/gpu_moe_sampling_gdn.py [--task moe ...] [--seeds 0] [--no-bench]
+    PYTHONPATH=. python3 bench/gpu/gate_moe_sampling_gdn.py [--task moe ...] [--seeds 0] [--no-bench]
 
 For each task and seed: ``seed.py`` through the whole gate (it must pass); every
 violating variant through the whole gate (it must be rejected) and through the

@@ -163,5 +163,5 @@ def load_pool(root: Path, labels: Path | None = None) -> Pool:
 
 def default_root() -> Path:
     """The repository's pool (``bench/detector``), or the one under the working directory."""
-    here = Path(__file__).resolve().parents[2] / "bench" / "detector"
+    here = Path(__file__).resolve().parents[3] / "bench" / "detector"
     return here if here.is_dir() else Path("bench/detector")

@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.pool import Pool, PoolEntry
+from nodice.bench.detector.pool import Pool, PoolEntry
+from nodice.bench.detector.workers import JobOutcome, gpu_count, run_jobs
 from nodice.bench.provenance import environment
-from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 
 
 @dataclass(frozen=True)
@@ -322,7 +322,9 @@ def run_detector(
             on_done(to_run(o))
 
     meta = run_meta(device, seed, warmup)
-    outcomes = run_jobs("nodice.bench.detector:judge_job", job_list, jobs, timeout_s, done, gpu_count(device))
+    outcomes = run_jobs(
+        "nodice.bench.detector.run:judge_job", job_list, jobs, timeout_s, done, gpu_count(device)
+    )
     return assemble(pool, device, previous + [to_run(o) for o in outcomes], meta, entries)
 
 

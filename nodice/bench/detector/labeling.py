@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.oracle import OracleConfig, config_for
-from nodice.bench.pool import (
+from nodice.bench.detector.oracle import OracleConfig, config_for
+from nodice.bench.detector.pool import (
     LABELS_FILE,
     CandidateSpec,
     OracleLabel,
@@ -25,8 +25,8 @@ from nodice.bench.pool import (
     load_pool,
     source_digest,
 )
+from nodice.bench.detector.workers import JobOutcome, gpu_count, run_jobs
 from nodice.bench.provenance import environment
-from nodice.bench.workers import JobOutcome, gpu_count, run_jobs
 from nodice.tasks import available, get_task
 
 
@@ -87,7 +87,7 @@ def label_pool(
         if on_done is not None:
             on_done(o.key, lab)
 
-    run_jobs("nodice.bench.oracle:oracle_job", job_list, jobs, timeout_s, done, gpu_count(device))
+    run_jobs("nodice.bench.detector.oracle:oracle_job", job_list, jobs, timeout_s, done, gpu_count(device))
     save_atomically(pool, target)
     return pool
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
+from nodice.bench.baselines import baselines_for
+from nodice.bench.score import WorkloadScore
 from nodice.errors import KernelCrashError
-from nodice.evaluation.baselines import baselines_for
 from nodice.evaluation.guards.guardian import Guardian, has_own_correctness
-from nodice.evaluation.score import WorkloadScore
 from nodice.gate.correctness import compare
 from nodice.gate.execute import check_output, poison_allocator
 from nodice.gate.result import CheatDetected

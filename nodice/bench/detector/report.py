@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from nodice.bench.detector import MODE_TITLES, MODES, DetectorReport
+from nodice.bench.detector.run import MODE_TITLES, MODES, DetectorReport
 
 
 def _pct(k: int, n: int) -> str:

@@ -1,6 +1,6 @@
 """A short built-in evolution run on CUDA: does the score improve on the GPU workloads, and what is rejected?
 
-    PYTHONPATH=. python3 bench/gpu_evolve.py [--task rmsnorm] [--budget 16]
+    PYTHONPATH=. python3 bench/gpu/evolve_short.py [--task rmsnorm] [--budget 16]
 
 Writes gpu_evolve.json (summary, every attempt with its outcome, reason and
 per-workload scores, the supervisor's interventions) to $OUT (or the current

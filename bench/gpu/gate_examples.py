@@ -1,6 +1,6 @@
 """Run `nodice check` on every bundled example on CUDA and record verdicts and stage timings.
 
-    PYTHONPATH=. python3 bench/gpu_check_examples.py [--task T ...] [--seeds 0 1]
+    PYTHONPATH=. python3 bench/gpu/gate_examples.py [--task T ...] [--seeds 0 1]
 
 Writes gpu_check_examples.json to $OUT (or the current folder) and prints a table.
 Each example runs twice per seed: the first run includes Triton compilation,

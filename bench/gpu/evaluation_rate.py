@@ -1,6 +1,6 @@
 """Throughput of full evaluations (sandbox + guards + gate + benchmark) and where the time goes.
 
-    PYTHONPATH=. python3 bench/eval_throughput.py [--task rmsnorm] [--n 30] [--repeat 5] [--isolated 2]
+    PYTHONPATH=. python3 bench/gpu/evaluation_rate.py [--task rmsnorm] [--n 30] [--repeat 5] [--isolated 2]
 
 Evaluates ``--n`` distinct variants of the task's bundled seed in one
 persistent worker (each variant carries a unique constant inside its Triton

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from nodice.bench.pool import OracleLabel
+from nodice.bench.detector.pool import OracleLabel
 from nodice.errors import NodiceError
 from nodice.gate.correctness import check_correctness, compare
 from nodice.gate.loader import load_candidate
