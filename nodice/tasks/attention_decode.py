@@ -91,6 +91,7 @@ def _cdiv(a: int, b: int) -> int:
 class AttentionDecode(Task):
     name = "attention_decode"
     family = "attention"
+    unit = "GB/s"
     signature = (
         "kernel(q[B,Hq,D], k_cache[P,page,Hkv,D], v_cache[P,page,Hkv,D], block_table[B,maxp] int32, "
         "seq_lens[B] int32, sm_scale: float) -> o[B,Hq,D] bf16; request i attends to its first "

@@ -110,6 +110,10 @@ class Task(ABC):
     output_names: tuple[str, ...] = ("out",)
     # Number of positional arguments the kernel takes.
     arity: int
+    # What a workload's score is measured in: "TFLOP/s" where arithmetic bounds the
+    # operation (attention prefill, gemm, moe, linear attention), "GB/s" where moving
+    # bytes does (norms, decode, sampling).
+    unit: str = "TFLOP/s"
 
     # ---- sizes and dtypes -------------------------------------------------
     def dtype_for(self, device: torch.device) -> torch.dtype:
@@ -228,6 +232,7 @@ class Task(ABC):
             "signature": self.signature,
             "sample": self.sample_unit,
             "arity": self.arity,
+            "unit": self.unit,
             "workloads": [{"name": w.name, "model": w.model, **w.params} for w in self.workloads()],
         }
 

@@ -32,6 +32,7 @@ class RowwiseTask(Task):
 
     sample_unit = "one row"
     family = "normalization"
+    unit = "GB/s"
 
     def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
         hidden = 1024 if device.type == "cpu" else 4096

@@ -162,6 +162,7 @@ def _uniform(gen: torch.Generator, lo: float, hi: float) -> float:
 class Sampling(Task):
     name = "sampling"
     family = "sampling"
+    unit = "GB/s"
     signature = (
         "kernel(logits[B,V] fp32, temperature[B] fp32, top_k[B] int32, top_p[B] fp32, seed[B] int64) "
         "-> tokens[B] int64; softmax(logits/temperature), top_k (0 = all), then top_p, renormalise, "
