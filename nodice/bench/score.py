@@ -1,7 +1,16 @@
-"""The score vector f: one entry per workload, the candidate's speedup over the task's reference.
+"""The score vector f: one entry per workload, the candidate's throughput in the task's unit.
 
-An entry is 0 where the candidate is incorrect; the headline is the geometric
-mean, hence 0 as soon as one workload is wrong.
+TFLOP/s for compute-bound tasks (attention prefill, gemm, moe, linear
+attention), GB/s for memory-bound ones (norms, decode, sampling). An entry is 0
+where the candidate is incorrect; the headline is the geometric mean, hence 0
+as soon as one workload is wrong. Each entry also carries every baseline
+measured in the same run (its time, throughput, BI verdict), the candidate's
+ratio to each and to the fastest, and the fraction of the device's measured
+ceiling (dense matmul peak or copy bandwidth) that the candidate reached.
+
+Records written before throughput scores (``unit`` absent) scored the speedup
+over the task's fp32 reference; :func:`score_unit` tells them apart so old run
+directories still open.
 """
 
 from __future__ import annotations
@@ -10,24 +19,59 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+TFLOPS = "TFLOP/s"
+GBPS = "GB/s"
+# The unit of records made before throughput scores: speedup over the task's fp32 reference.
+LEGACY_UNIT = "× reference"
+UNITS = (TFLOPS, GBPS)
+
+
+@dataclass
+class BaselineScore:
+    """One library baseline on one workload, measured in the same run as the candidate.
+
+    ``ratio`` is the candidate's throughput over this baseline's (> 1: the
+    candidate is faster). ``bi`` is the baseline's own verdict from the gate's
+    dynamic stage on this device (``None`` when it was not audited).
+    """
+
+    ms: float
+    throughput: float
+    ratio: float = 0.0
+    bi: str | None = None
+    correct: bool = True
+    detail: str = ""
+
+    @classmethod
+    def from_value(cls, value: Any) -> BaselineScore | None:
+        if isinstance(value, dict):
+            known = {k: v for k, v in value.items() if k in cls.__dataclass_fields__}
+            known.setdefault("ms", 0.0)
+            known.setdefault("throughput", 0.0)
+            return cls(**known)
+        if isinstance(value, (int, float)):  # legacy records: a baseline was its time in ms
+            return cls(ms=float(value), throughput=0.0)
+        return None
+
 
 @dataclass
 class WorkloadScore:
     """One workload's measurement. Times are medians in milliseconds.
 
-    ``baselines`` maps each named baseline of the task (cuBLAS, cuDNN SDPA, …)
-    to its median time measured in the same run; ``score`` is
-    ``speedup_vs_reference`` when the output was correct, else 0.
+    ``score`` is ``throughput`` (in ``unit``) when the output was correct, else 0.
     """
 
     workload: str
     ms: float
-    tflops: float | None
-    gbps: float | None
-    speedup_vs_reference: float
-    baselines: dict[str, float]
-    score: float
-    reference_ms: float = 0.0
+    unit: str = TFLOPS
+    throughput: float = 0.0
+    score: float = 0.0
+    tflops: float | None = None
+    gbps: float | None = None
+    baselines: dict[str, BaselineScore] = field(default_factory=dict)
+    best_baseline: str | None = None
+    ratio_best: float | None = None
+    limit_fraction: float | None = None
     correct: bool = True
     detail: str = ""
     reps: int = 0
@@ -37,28 +81,84 @@ class WorkloadScore:
     params: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Legacy records only: the speedup over the reference that was their score.
+    speedup_vs_reference: float | None = None
+    reference_ms: float | None = None
+
+    def set_baselines(self, baselines: dict[str, BaselineScore]) -> None:
+        """Attach baselines and derive the candidate's ratio to each and to the fastest correct one."""
+        self.baselines = dict(baselines)
+        for b in self.baselines.values():
+            b.ratio = self.score / b.throughput if b.throughput > 0 else 0.0
+        usable = {n: b for n, b in self.baselines.items() if b.correct and b.throughput > 0}
+        if usable:
+            self.best_baseline = max(usable, key=lambda n: usable[n].throughput)
+            self.ratio_best = self.score / usable[self.best_baseline].throughput
+        else:
+            self.best_baseline, self.ratio_best = None, None
 
     @property
-    def speedup_vs_baselines(self) -> dict[str, float]:
-        """The candidate's speedup over each baseline (baseline time / candidate time)."""
-        if self.ms <= 0:
-            return {k: 0.0 for k in self.baselines}
-        return {k: v / self.ms for k, v in self.baselines.items()}
+    def is_legacy(self) -> bool:
+        return self.unit == LEGACY_UNIT
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["speedup_vs_baselines"] = self.speedup_vs_baselines
+        if not self.is_legacy:
+            d.pop("speedup_vs_reference")
+            d.pop("reference_ms")
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WorkloadScore:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        raw = known.pop("baselines", None) or {}
+        if "unit" not in d:
+            known["unit"] = LEGACY_UNIT
+            known.setdefault("speedup_vs_reference", d.get("score"))
+        out = cls(**known)
+        if isinstance(raw, dict):
+            for name, value in raw.items():
+                b = BaselineScore.from_value(value)
+                if b is not None:
+                    out.baselines[name] = b
+        return out
 
 
 def headline(scores: list[WorkloadScore]) -> float:
     """Geometric mean of the score vector (0 when empty or when any entry is 0)."""
-    values = [s.score for s in scores]
+    return geomean([s.score for s in scores])
+
+
+def geomean(values: list[float]) -> float:
     if not values or any(v <= 0 for v in values):
         return 0.0
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def geomean_ratio_best(scores: list[WorkloadScore]) -> float | None:
+    """Geometric mean of the per-workload ratios to the fastest baseline (None if any is missing)."""
+    ratios = [s.ratio_best for s in scores]
+    if not ratios or any(r is None for r in ratios):
+        return None
+    return geomean([float(r) for r in ratios if r is not None])
+
+
+def baseline_levels(scores: list[WorkloadScore]) -> dict[str, float]:
+    """Each baseline's geomean throughput over the workloads where it was measured on all of them."""
+    names: list[str] = []
+    for s in scores:
+        names += [n for n in s.baselines if n not in names]
+    out: dict[str, float] = {}
+    for name in names:
+        values = [s.baselines[name].throughput for s in scores if name in s.baselines]
+        if len(values) == len(scores) and all(v > 0 for v in values):
+            out[name] = geomean(values)
+    return out
+
+
+def score_unit(scores: list[dict[str, Any]] | list[WorkloadScore]) -> str | None:
+    """The unit a list of score records is in (``LEGACY_UNIT`` for pre-throughput records), None if empty."""
+    for s in scores:
+        unit = s.unit if isinstance(s, WorkloadScore) else (s.get("unit") or LEGACY_UNIT)
+        return str(unit)
+    return None

@@ -99,8 +99,14 @@ def trace_records(e: Evaluation) -> list[dict[str, Any]]:
                 evaluation["performance"] = {
                     "latency_ms": score.ms,
                     "reference_latency_ms": score.reference_ms,
-                    "speedup_factor": score.speedup_vs_reference,
-                    "baselines_ms": score.baselines,
+                    "speedup_factor": score.ratio_best
+                    if score.ratio_best is not None
+                    else score.speedup_vs_reference,
+                    "throughput": score.throughput,
+                    "unit": score.unit,
+                    "limit_fraction": score.limit_fraction,
+                    "best_baseline": score.best_baseline,
+                    "baselines_ms": {n: b.ms for n, b in score.baselines.items()},
                     "tflops": score.tflops,
                     "gbps": score.gbps,
                 }

@@ -48,7 +48,7 @@ def _forget_candidate_modules(before: set[str], folder: Path) -> None:
 
 
 def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    from nodice.bench.timing import benchmark
+    from nodice.bench.throughput import benchmark
 
     timings: dict[str, float] = {}
     seed = job.get("seed")
@@ -98,10 +98,12 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
         timings["first_call"] = round(guardian.first_call_ms, 3)
 
     scores: list[dict[str, Any]] = []
-    if result.verdict == "pass" and job.get("bench", True) and guardian.guarded is not None:
+    if result.verdict == "pass" and job.get("bench", True) and guardian.guarded and guardian.raw:
         t0 = time.perf_counter()
         try:
-            scores = [s.to_dict() for s in benchmark(task, guardian, device, dtype, seed)]
+            scores = [
+                s.to_dict() for s in benchmark(task, guardian.guarded, guardian.raw, device, dtype, seed)
+            ]
             guardian.check_harness("after the benchmark")
         except CheatDetected:
             scores = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodice.bench.score import WorkloadScore, headline
+from nodice.bench.score import WorkloadScore, geomean_ratio_best, headline, score_unit
 from nodice.gate.result import CheckResult
 
 
@@ -48,11 +48,23 @@ class Evaluation:
             return 0.0
         return headline(self.scores)
 
+    @property
+    def unit(self) -> str | None:
+        """What the geomean is measured in (TFLOP/s or GB/s); None before any score."""
+        return score_unit(self.scores)
+
+    @property
+    def ratio_best(self) -> float | None:
+        """Geomean of the per-workload ratios to the fastest baseline measured in the same run."""
+        return geomean_ratio_best(self.scores) if self.verdict == "pass" else None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
             "cheat_rule": self.cheat_rule,
             "geomean": self.geomean,
+            "unit": self.unit,
+            "ratio_best": self.ratio_best,
             "task": self.task,
             "candidate": self.candidate,
             "sha256": self.sha256,

@@ -5,21 +5,42 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from nodice.bench.score import WorkloadScore
 from nodice.evaluation.record import Evaluation
 
 
-def _fmt(v: float | None, digits: int = 3) -> str:
+def _fmt(v: float | None, digits: int = 4) -> str:
     return "—" if v is None else f"{v:.{digits}g}"
 
 
-def render_scores(e: Evaluation, console: Console) -> None:
-    names = sorted({b for s in e.scores for b in s.baselines})
-    table = Table(title=f"benchmark ({e.device}; geomean speedup over the reference {e.geomean:.3g})")
-    for col in ("workload", "ms", "reference ms", *(f"{n} ms" for n in names), "TFLOP/s", "GB/s", "score"):
+def _ratio(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def score_table(scores: list[WorkloadScore], title: str) -> Table:
+    """One row per workload: the candidate's time and throughput, each baseline's, the ratios."""
+    unit = scores[0].unit if scores else ""
+    names: list[str] = []
+    for s in scores:
+        names += [n for n in s.baselines if n not in names]
+    table = Table(title=title)
+    for col in ("workload", "ms", unit, "of limit", *names, "× best"):
         table.add_column(col, justify="left" if col == "workload" else "right")
-    for s in e.scores:
-        row = [s.workload, _fmt(s.ms, 4), _fmt(s.reference_ms, 4)]
-        row += [_fmt(s.baselines.get(n), 4) for n in names]
-        row += [_fmt(s.tflops), _fmt(s.gbps), f"{s.score:.3g}" + ("" if s.correct else f" ({s.detail})")]
+    for s in scores:
+        if not s.correct:
+            table.add_row(s.workload, "—", "0", "—", *("" for _ in names), f"incorrect: {s.detail}"[:60])
+            continue
+        limit = "—" if s.limit_fraction is None else f"{s.limit_fraction:.0%}"
+        row = [s.workload, _fmt(s.ms), _fmt(s.throughput), limit]
+        for n in names:
+            b = s.baselines.get(n)
+            row.append("—" if b is None else f"{_fmt(b.throughput)} ({_ratio(b.ratio)})")
+        row.append(_ratio(s.ratio_best))
         table.add_row(*row)
-    console.print(table)
+    return table
+
+
+def render_scores(e: Evaluation, console: Console) -> None:
+    ratio = f", {e.ratio_best:.3g}× the best baseline" if e.ratio_best else ""
+    title = f"benchmark ({e.device}; geomean {e.geomean:.4g} {e.unit or ''}{ratio})"
+    console.print(score_table(e.scores, title))

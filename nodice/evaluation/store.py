@@ -15,7 +15,8 @@ from typing import Any
 
 from nodice.evaluation.record import Evaluation
 
-SCHEMA_VERSION = 1
+# 2: scores carry throughput, unit, ratio to the best baseline and fraction of the device ceiling.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sources (
@@ -51,13 +52,25 @@ CREATE TABLE IF NOT EXISTS scores (
     speedup_vs_reference REAL,
     score REAL,
     correct INTEGER,
-    score_json TEXT NOT NULL
+    score_json TEXT NOT NULL,
+    throughput REAL,
+    unit TEXT,
+    ratio_best REAL,
+    limit_fraction REAL
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_run ON evaluations(run_id, id);
 CREATE INDEX IF NOT EXISTS evaluations_by_task ON evaluations(task, verdict);
 CREATE INDEX IF NOT EXISTS evaluations_by_sha ON evaluations(sha256);
 CREATE INDEX IF NOT EXISTS scores_by_evaluation ON scores(evaluation_id);
 """
+
+
+_SCORE_COLUMNS_V2 = (
+    ("throughput", "REAL"),
+    ("unit", "TEXT"),
+    ("ratio_best", "REAL"),
+    ("limit_fraction", "REAL"),
+)
 
 
 class ResultStore:
@@ -70,7 +83,15 @@ class ResultStore:
         self.conn.execute("PRAGMA foreign_keys=ON")
         with self.conn:
             self.conn.executescript(_SCHEMA)
+            self._migrate()
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _migrate(self) -> None:
+        """Add the columns a store made by an older nodice lacks (its rows keep NULL there)."""
+        have = {row[1] for row in self.conn.execute("PRAGMA table_info(scores)")}
+        for column, kind in _SCORE_COLUMNS_V2:
+            if column not in have:
+                self.conn.execute(f"ALTER TABLE scores ADD COLUMN {column} {kind}")
 
     def save(self, e: Evaluation) -> int:
         """Record one evaluation (and its scores) atomically; returns its id."""
@@ -107,7 +128,8 @@ class ResultStore:
             eid = int(cur.lastrowid or 0)
             self.conn.executemany(
                 "INSERT INTO scores(evaluation_id, workload, ms, tflops, gbps, speedup_vs_reference, score,"
-                " correct, score_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " correct, score_json, throughput, unit, ratio_best, limit_fraction)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         eid,
@@ -119,6 +141,10 @@ class ResultStore:
                         s.score,
                         int(s.correct),
                         json.dumps(s.to_dict()),
+                        s.throughput,
+                        s.unit,
+                        s.ratio_best,
+                        s.limit_fraction,
                     )
                     for s in e.scores
                 ],

@@ -14,6 +14,11 @@ from nodice.tasks.base import CorrectnessReport, Output, Task
 __all__ = ["CorrectnessReport", "check_correctness", "compare"]
 
 
+def has_own_correctness(task: Task) -> bool:
+    """Tasks judged by their own (e.g. distributional) rule cannot be compared call by call."""
+    return type(task).check_correctness is not Task.check_correctness
+
+
 def compare(task: Task, out: Output, ref: Output, dtype: torch.dtype) -> tuple[bool, str, float]:
     """Elementwise ``|out - ref| <= atol + rtol·|ref|`` with NaN/Inf rejected."""
     tol = task.tolerance(dtype)

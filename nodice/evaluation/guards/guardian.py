@@ -32,16 +32,11 @@ from nodice.evaluation.guards import (
     unsynchronized_work,
 )
 from nodice.evaluation.guards.bits import same_bits
-from nodice.gate.correctness import compare
+from nodice.gate.correctness import compare, has_own_correctness
 from nodice.gate.execute import check_output, expected_outputs, poison_allocator
 from nodice.gate.loader import Candidate
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
-
-
-def has_own_correctness(task: Task) -> bool:
-    """Tasks judged by their own (e.g. distributional) rule cannot be compared call by call."""
-    return type(task).check_correctness is not Task.check_correctness
 
 
 class _ProbeStop(Exception):
