@@ -76,30 +76,37 @@ def _timed(fn: Any, device: torch.device, reps: int) -> float:
     return statistics.median(times)
 
 
+def _matmul_ms(device: torch.device, dtype: torch.dtype, n: int, gen: torch.Generator) -> float:
+    a = torch.randn((n, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
+    b = torch.randn((n, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
+    c = torch.empty((n, n), device=device, dtype=dtype)
+    return _timed(lambda: torch.mm(a, b, out=c), device, 20 if device.type == "cuda" else 5)
+
+
+def _copy_ms(device: torch.device, nbytes: int, gen: torch.Generator) -> float:
+    src = torch.randint(0, 255, (nbytes,), generator=gen, device=device, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    return _timed(lambda: dst.copy_(src), device, 20 if device.type == "cuda" else 5)
+
+
 def measure_ceilings(device: torch.device) -> Ceilings:
     cuda = device.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
     n = _CUDA_MATMUL_N if cuda else _CPU_MATMUL_N
-    gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn((n, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-    b = torch.randn((n, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-    c = torch.empty((n, n), device=device, dtype=dtype)
-    mm_ms = _timed(lambda: torch.mm(a, b, out=c), device, 20 if cuda else 5)
-    del a, b, c
     nbytes = _CUDA_COPY_BYTES if cuda else _CPU_COPY_BYTES
-    src = torch.randint(0, 255, (nbytes,), generator=gen, device=device, dtype=torch.uint8)
-    dst = torch.empty_like(src)
-    copy_ms = _timed(lambda: dst.copy_(src), device, 20 if cuda else 5)
-    del src, dst
+    gen = torch.Generator(device=device).manual_seed(0)
+    mm_ms = _matmul_ms(device, dtype, n, gen)
+    copy_ms = _copy_ms(device, nbytes, gen)
     if cuda:
         torch.cuda.empty_cache()
+    name = str(dtype).removeprefix("torch.")
     return Ceilings(
         device=torch.cuda.get_device_name(device) if cuda else "cpu",
-        matmul_dtype=str(dtype).removeprefix("torch."),
+        matmul_dtype=name,
         matmul_tflops=2.0 * n**3 / (mm_ms * 1e-3) / 1e12,
         copy_gbps=2.0 * nbytes / (copy_ms * 1e-3) / 1e9,
-        method=f"torch.mm {n}³ {str(dtype).removeprefix('torch.')} random data; copy_ of {nbytes >> 20} MiB, "
-        "read + write; medians after warm-up",
+        method=f"torch.mm {n}³ {name} on random data; copy_ of {nbytes >> 20} MiB counted read + write; "
+        "medians after warm-up",
     )
 
 

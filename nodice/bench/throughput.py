@@ -167,7 +167,7 @@ class BenchSession:
     def baseline_scores(
         self, w: Workload, args: tuple[Any, ...], ref: Output, notes: list[str]
     ) -> dict[str, BaselineScore]:
-        """Every loaded baseline on this workload: checked against ``ref`` once, then timed once per process."""
+        """Every loaded baseline on this workload: checked against ``ref``, timed once per process."""
         self.load()
         own_rule = has_own_correctness(self.task)
         out: dict[str, BaselineScore] = {}
@@ -221,7 +221,7 @@ def score_workload(
     seed: int,
     session: BenchSession | None = None,
 ) -> WorkloadScore:
-    """One entry of the score vector: the candidate (``checked`` first, then ``raw`` timed) and the baselines."""
+    """One entry of the score vector: the candidate (``checked`` once, ``raw`` timed) and the baselines."""
     session = session or session_for(task, device, dtype)
     gen = torch.Generator().manual_seed(seed * 1009 + 7)
     args = task.workload_inputs(w, gen, device, dtype)

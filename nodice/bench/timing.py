@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-
 FLUSH_BYTES = 256 << 20
 
 
