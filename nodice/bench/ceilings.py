@@ -119,3 +119,11 @@ def ceilings_for(device: torch.device) -> Ceilings:
     if key not in _MEASURED:
         _MEASURED[key] = measure_ceilings(device)
     return _MEASURED[key]
+
+
+def adopt_ceilings(device: torch.device, measured: dict[str, Any]) -> Ceilings:
+    """Use ceilings measured earlier in the same run (by the process that started this one)."""
+    known = {k: v for k, v in measured.items() if k in Ceilings.__dataclass_fields__}
+    ceilings = Ceilings(**known)
+    _MEASURED[str(device)] = ceilings
+    return ceilings

@@ -1,4 +1,5 @@
-"""``nodice bench``: the detector benchmark (``detector``) and the oracle that labels its pool (``label``)."""
+"""``nodice bench``: the kernel benchmark (``kernels``), the detector benchmark (``detector``) and the
+oracle that labels the detector pool (``label``)."""
 
 from __future__ import annotations
 
@@ -176,8 +177,100 @@ def label(
     out.print(f"{dev} labels: {summary}; wrote {path}", markup=False, highlight=False)
 
 
+def kernels(
+    device: DeviceOpt = None,
+    task: TaskOpt = None,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option("--workload", "-w", help="only these workloads (TASK:NAME or NAME; repeatable)"),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the report (SPEC §6) to this file, after every task")
+    ] = None,
+    markdown_out: Annotated[
+        Path | None, typer.Option("--markdown", help="write the tables and their provenance as Markdown")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="with --json: keep the tasks that file already holds, run the others")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="random seed of the gate and the workload inputs")] = 0,
+    timeout: Annotated[
+        float, typer.Option(help="seconds per task (gate, benchmark, baseline audits)")
+    ] = 1200.0,
+) -> None:
+    """Every task's best bundled kernel against every library baseline, timed in one run."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from nodice.bench.kernels import run_kernel_bench
+    from nodice.bench.kernels_table import markdown as kernels_markdown
+    from nodice.bench.kernels_table import render_task
+    from nodice.tasks import CATALOG
+
+    try:
+        dev = _device(device)
+    except NodiceError as exc:
+        _fail(exc.line())
+        return
+    names = list(task or CATALOG)
+    unknown = [t for t in names if t not in CATALOG]
+    if unknown:
+        _fail(f"unknown task(s): {', '.join(unknown)} (known: {', '.join(CATALOG)})")
+    if resume and json_out is None:
+        _fail("--resume needs --json FILE (the report to continue)")
+    chosen: dict[str, list[str]] = {}
+    for item in workload or []:
+        t, sep, name = item.rpartition(":")
+        for tn in [t] if sep else names:
+            chosen.setdefault(tn, []).append(name)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+    )
+    with progress:
+        bar = progress.add_task("kernels", total=len(names))
+
+        def started(t: str, kernel: Path) -> None:
+            progress.update(bar, description=f"{t}: gate + benchmark of {kernel.name}")
+
+        def done(t: str, entry: dict) -> None:  # type: ignore[type-arg]
+            progress.advance(bar)
+            render_task(t, entry, out)
+
+        try:
+            report = run_kernel_bench(
+                dev,
+                names,
+                seed=seed,
+                timeout_s=timeout,
+                workloads=chosen or None,
+                json_path=json_out,
+                resume=resume,
+                on_start=started,
+                on_done=done,
+            )
+        except NodiceError as exc:
+            _fail(exc.line())
+            return
+    if markdown_out is not None:
+        markdown_out.parent.mkdir(parents=True, exist_ok=True)
+        markdown_out.write_text(kernels_markdown(report), encoding="utf-8")
+        out.print(f"wrote {markdown_out}", markup=False, highlight=False)
+    if json_out is not None:
+        out.print(f"wrote {json_out}", markup=False, highlight=False)
+    failed = [t for t, e in report["tasks"].items() if e.get("verdict") != "pass"]
+    if failed:
+        err.print(f"not passing the gate on {dev}: {', '.join(failed)}", markup=False, highlight=False)
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
-    bench = typer.Typer(no_args_is_help=True, help="Benchmarks of nodice itself.")
+    bench = typer.Typer(
+        no_args_is_help=True, help="Benchmarks: nodice's kernels against the libraries, and its gate."
+    )
+    bench.command("kernels")(kernels)
     bench.command("detector")(detector)
     bench.command("label")(label)
     app.add_typer(bench, name="bench")

@@ -30,6 +30,26 @@ def environment(device: str) -> tuple[str, dict[str, str]]:
     return machine, versions
 
 
+def gpu_versions() -> dict[str, str]:
+    """CUDA runtime, cuDNN and driver versions (empty without a GPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    out = {"cuda": str(torch.version.cuda), "cudnn": str(torch.backends.cudnn.version())}
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        out["driver"] = smi.stdout.strip().splitlines()[0] if smi.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        out["driver"] = "unknown"
+    return out
+
+
 def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -164,6 +164,17 @@ class BenchSession:
                 audit = audit_baseline(self.task, impl, self.device, self.seed)
                 self.bi[name], self.bi_detail[name] = audit.verdict, audit.detail
 
+    def describe(self) -> dict[str, Any]:
+        """What a benchmark record carries besides the scores: ceilings, missing baselines, BI audits."""
+        self.load()
+        return {
+            "ceilings": self.ceilings.to_dict(),
+            "limits": self.ceilings.limits(),
+            "baselines": sorted(self.baselines),
+            "missing": dict(self.missing),
+            "bi": {n: {"verdict": v, "detail": self.bi_detail.get(n, "")} for n, v in self.bi.items()},
+        }
+
     def baseline_scores(
         self, w: Workload, args: tuple[Any, ...], ref: Output, notes: list[str]
     ) -> dict[str, BaselineScore]:

@@ -81,12 +81,13 @@ class Evaluator:
         dynamic: bool = True,
         contracts: list[str] | None = None,
         guards: bool = True,
+        bench_options: dict[str, Any] | None = None,
     ) -> Evaluation:
         """Judge (and, when it passes and ``bench``, score) one candidate file for ``task``.
 
         ``guards=False`` skips the anti-cheat rules (and with them the benchmark, which runs the
         guarded kernel): for auditing existing kernels, which may wrap a library, for batch
-        invariance alone.
+        invariance alone. ``bench_options``: ``{"workloads": [names], "audit_baselines": bool}``.
         """
         t0 = time.perf_counter()
         p = Path(path).expanduser().absolute()
@@ -103,6 +104,7 @@ class Evaluator:
             "dynamic": dynamic,
             "contracts": [str(c) for c in contracts or []],
             "guards": guards,
+            "bench_options": dict(bench_options or {}),
         }
         if not p.is_file():
             # Nothing to run: spare the worker (and the start-up of an isolated one).
@@ -110,6 +112,7 @@ class Evaluator:
         else:
             outcome = self.worker.run(job)
         check, scores, timings = self._unpack(outcome, str(path), task)
+        bench_meta = dict((outcome.payload or {}).get("bench") or {})
         timings.update(outcome.timings)
         evaluation = Evaluation(
             check=check,
@@ -127,6 +130,7 @@ class Evaluator:
             environment=dict(self.worker.environment),
             timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
             log=outcome.log[-2000:] if outcome.payload is None else "",
+            bench=bench_meta,
         )
         if self.store is not None:
             self.store.save(evaluation)

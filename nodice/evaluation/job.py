@@ -11,7 +11,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,6 +23,10 @@ from nodice.gate.loader import read_source
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheatDetected, CheckResult, StageResult
 from nodice.tasks import get_task
+from nodice.tasks.base import Task, Workload
+
+if TYPE_CHECKING:
+    from nodice.bench.throughput import BenchSession
 
 # Rules whose violation may leave the process altered (patched modules, running threads or streams).
 _TAINTING_RULES = {harness_tampering.RULE, background_thread.RULE, late_work.RULE}
@@ -45,6 +49,28 @@ def _forget_candidate_modules(before: set[str], folder: Path) -> None:
         file = getattr(module, "__file__", None) or ""
         if name.startswith("nodice_candidate_") or (file and Path(file).resolve().is_relative_to(folder)):
             sys.modules.pop(name, None)
+
+
+def _bench_setup(
+    task: Task, device: torch.device, dtype: torch.dtype, seed: int, options: dict[str, Any]
+) -> tuple[BenchSession, list[Workload] | None]:
+    """The process's benchmark session (baselines audited for BI when asked) and the chosen workloads."""
+    from nodice.bench.ceilings import adopt_ceilings
+    from nodice.bench.throughput import BenchSession, session_for
+
+    if options.get("ceilings"):
+        adopt_ceilings(device, options["ceilings"])
+    session = session_for(task, device, dtype)
+    if options.get("audit_baselines") and not session.audit_baselines:
+        session = BenchSession(task, device, dtype, audit_baselines=True, seed=seed)
+    names = options.get("workloads")
+    if not names:
+        return session, None
+    known = {w.name: w for w in task.bench_workloads(device)}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise NodiceError(f"unknown workload(s) for {task.name}: {', '.join(unknown)}")
+    return session, [known[n] for n in names]
 
 
 def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -98,12 +124,18 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
         timings["first_call"] = round(guardian.first_call_ms, 3)
 
     scores: list[dict[str, Any]] = []
+    bench_meta: dict[str, Any] = {}
     if result.verdict == "pass" and job.get("bench", True) and guardian.guarded and guardian.raw:
         t0 = time.perf_counter()
         try:
+            session, workloads = _bench_setup(task, device, dtype, seed, job.get("bench_options") or {})
             scores = [
-                s.to_dict() for s in benchmark(task, guardian.guarded, guardian.raw, device, dtype, seed)
+                s.to_dict()
+                for s in benchmark(
+                    task, guardian.guarded, guardian.raw, device, dtype, seed, workloads, session
+                )
             ]
+            bench_meta = session.describe()
             guardian.check_harness("after the benchmark")
         except CheatDetected:
             scores = []
@@ -125,6 +157,7 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {
         "check": result.to_dict(),
         "scores": scores,
+        "bench": bench_meta,
         "timings": timings,
         "tainted": tainted,
         "taint_reason": result.reason if tainted else "",

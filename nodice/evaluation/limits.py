@@ -29,7 +29,8 @@ KEPT_VARIABLES = (
     "LC_ALL",
     "OMP_NUM_THREADS",
 )
-KEPT_PREFIXES = ("TRITON_",)
+# Triton, and the JIT caches of the library baselines (FlashInfer, CuTe DSL).
+KEPT_PREFIXES = ("TRITON_", "FLASHINFER_", "CUTE_DSL_")
 # Address space the CPU worker needs beyond the resident memory it is allowed (torch, triton, numpy).
 ADDRESS_SPACE_OVERHEAD_MB = 4096
 # Largest file a worker may write (its own log included): a candidate printing forever cannot fill the disk.

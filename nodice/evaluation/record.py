@@ -32,6 +32,8 @@ class Evaluation:
     environment: dict[str, Any] = field(default_factory=dict)
     timestamp: str = ""
     log: str = ""
+    # The benchmark's context: the device's measured ceilings, missing baselines, baselines' BI verdicts.
+    bench: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -79,6 +81,7 @@ class Evaluation:
             "environment": dict(self.environment),
             "timestamp": self.timestamp,
             "log": self.log,
+            "bench": dict(self.bench),
             "source": self.source,
         }
 
@@ -100,4 +103,5 @@ class Evaluation:
             environment=dict(d.get("environment", {})),
             timestamp=d.get("timestamp", ""),
             log=d.get("log", ""),
+            bench=dict(d.get("bench") or {}),
         )

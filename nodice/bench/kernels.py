@@ -1,0 +1,191 @@
+"""``nodice bench kernels``: every task's best bundled kernel against every library baseline, in one run.
+
+Per task, one sandboxed evaluation (:class:`nodice.evaluation.Evaluator`)
+runs the whole gate on the kernel on this device, then benchmarks it and every
+baseline of the task on every workload with the same method, and audits each
+baseline for batch invariance with the gate's dynamic stage. The device's
+ceilings (dense matmul rate, copy bandwidth) are measured once at the start and
+handed to every evaluation, so every ``limit_fraction`` in the report divides
+by the same numbers.
+
+The JSON (SPEC §6) is rewritten after every task, so a run stopped half-way
+keeps what it finished; ``resume`` skips the tasks a previous report already
+holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from nodice.bench.score import WorkloadScore, geomean, geomean_ratio_best
+from nodice.errors import NodiceError
+from nodice.kernels import bundled_kernel
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FORMAT = 1
+
+
+class KernelBenchError(NodiceError):
+    kind = "kernel benchmark"
+
+
+def _relative(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def workload_record(s: WorkloadScore) -> dict[str, Any]:
+    """One workload as SPEC §6 writes it (plus the times and the correctness detail)."""
+    return {
+        "name": s.workload,
+        "params": dict(s.params),
+        "ms": s.ms,
+        "throughput": round(s.score, 3),
+        "limit_fraction": None if s.limit_fraction is None else round(s.limit_fraction, 4),
+        "correct": s.correct,
+        "detail": s.detail,
+        "baselines": {
+            name: {
+                "throughput": round(b.throughput, 3),
+                "ms": b.ms,
+                "ratio": round(b.ratio, 4),
+                "bi": b.bi,
+                "correct": b.correct,
+                **({"detail": b.detail} if b.detail else {}),
+            }
+            for name, b in s.baselines.items()
+        },
+        "best_baseline": s.best_baseline,
+        "ratio_best": None if s.ratio_best is None else round(s.ratio_best, 4),
+        "notes": [n for n in s.notes if "missing:" not in n],
+    }
+
+
+def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]:
+    """A task's entry: the kernel, its gate verdict here, its workloads, the baselines' BI verdicts."""
+    from nodice.tasks import get_task
+
+    scores: list[WorkloadScore] = list(evaluation.scores)
+    meta = dict(evaluation.bench)
+    baseline_names = list(meta.get("baselines", []))
+    levels = {}
+    for name in baseline_names:
+        values = [s.baselines[name].throughput for s in scores if name in s.baselines]
+        levels[name] = round(geomean(values), 3) if len(values) == len(scores) else None
+    ratio = geomean_ratio_best(scores)
+    return {
+        "kernel": _relative(kernel),
+        "unit": get_task(task_name).unit,
+        "verdict": evaluation.verdict,
+        "reason": evaluation.check.reason or evaluation.check.error or "",
+        "geomean": round(evaluation.geomean, 3),
+        "ratio_best_geomean": None if ratio is None else round(ratio, 4),
+        "baseline_geomeans": levels,
+        "baselines_bi": meta.get("bi", {}),
+        "baselines_missing": meta.get("missing", {}),
+        "evaluation_s": round(evaluation.ms / 1e3, 1),
+        "workloads": [workload_record(s) for s in scores],
+    }
+
+
+def _write(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise KernelBenchError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
+        raise KernelBenchError(f"{path} is not a kernel benchmark report (no 'tasks' object)")
+    return data
+
+
+def new_report(device: str, ceilings: Any, versions: dict[str, str], machine: str) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "device": machine,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["nodice", *sys.argv[1:]]) if sys.argv else "",
+        "versions": versions,
+        "limits": ceilings.limits(),
+        "ceilings": ceilings.to_dict(),
+        "device_type": device,
+        "tasks": {},
+    }
+
+
+def run_kernel_bench(
+    device: str,
+    tasks: list[str],
+    *,
+    seed: int = 0,
+    timeout_s: float = 1200.0,
+    workloads: dict[str, list[str]] | None = None,
+    json_path: Path | None = None,
+    resume: bool = False,
+    on_start: Callable[[str, Path], None] | None = None,
+    on_done: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Benchmark ``tasks`` on ``device``; returns (and, with ``json_path``, keeps writing) the report."""
+    import torch
+
+    from nodice.bench.baselines import baselines_for, provider_versions
+    from nodice.bench.ceilings import ceilings_for
+    from nodice.bench.provenance import environment, gpu_versions
+    from nodice.evaluation import Evaluator
+
+    dev = torch.device(device)
+    if resume and json_path is not None and json_path.exists():
+        report = load_report(json_path)
+        if report.get("device_type") not in (None, device):
+            raise KernelBenchError(f"{json_path} was measured on {report.get('device_type')}, not {device}")
+        ceilings_dict = report.get("ceilings") or {}
+    else:
+        ceilings = ceilings_for(dev)
+        machine, versions = environment(device)
+        versions.update(gpu_versions())
+        report = new_report(device, ceilings, versions, machine)
+        ceilings_dict = ceilings.to_dict()
+    every = [b for t in tasks for b in baselines_for(t, dev)]
+    report["versions"].update(provider_versions(every))
+    for task_name in tasks:
+        if task_name in report["tasks"]:
+            continue
+        kernel = bundled_kernel(task_name)
+        if on_start is not None:
+            on_start(task_name, kernel)
+        t0 = time.perf_counter()
+        with Evaluator(device=device, isolation="isolated", timeout_s=timeout_s) as ev:
+            evaluation = ev.evaluate(
+                kernel,
+                task_name,
+                bench=True,
+                seed=seed,
+                bench_options={
+                    "audit_baselines": True,
+                    "ceilings": ceilings_dict,
+                    "workloads": (workloads or {}).get(task_name),
+                },
+            )
+        entry = task_record(task_name, kernel, evaluation)
+        entry["evaluation_s"] = round(time.perf_counter() - t0, 1)
+        report["tasks"][task_name] = entry
+        if json_path is not None:
+            _write(json_path, report)
+        if on_done is not None:
+            on_done(task_name, entry)
+    return report

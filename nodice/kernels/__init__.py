@@ -1,0 +1,32 @@
+"""The fastest kernels nodice has verified, one module per task.
+
+``bundled_kernel(task)`` is the file ``nodice bench kernels`` benchmarks for a
+task: ``nodice/kernels/<task>.py`` once evolution has found a kernel faster
+than the task's seed, the seed (``nodice/examples/<task>/seed.py``) until then.
+Every bundled kernel has a pinned configuration that depends on no batch
+dimension; the benchmark runs the whole gate on it on the device it measures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodice.errors import NodiceError
+
+KERNELS_DIR = Path(__file__).resolve().parent
+EXAMPLES_DIR = KERNELS_DIR.parent / "examples"
+
+
+def bundled_kernel(task: str) -> Path:
+    """The current best bundled kernel of ``task`` (its own module, else the seed)."""
+    own = KERNELS_DIR / f"{task}.py"
+    if own.is_file():
+        return own
+    seed = EXAMPLES_DIR / task / "seed.py"
+    if seed.is_file():
+        return seed
+    raise NodiceError(f"no bundled kernel for task '{task}'")
+
+
+def is_seed(path: Path) -> bool:
+    return path.name == "seed.py" and path.parent.parent == EXAMPLES_DIR
