@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The kernel benchmark on a GPU machine: every task's bundled kernel against every library baseline.
+#
+# Usage (from the repository root): OUT=/some/dir bench/gpu/kernels.sh [more `nodice bench kernels` options]
+# Installs the baseline wheels carried in .whl/ (bench/gpu/WHEELS.md) into a private folder, then runs
+#   nodice bench kernels --device cuda --json $OUT/kernels.json --markdown $OUT/kernels.md
+# The JSON is rewritten after every task, so a run stopped by a time limit keeps what it finished;
+# run again with --resume to do the rest.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:?set OUT to a folder for the results}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+site=${NODICE_SITE:-/tmp/nodice-site}
+for dir in .whl .whl-fa4; do
+  if compgen -G "$dir/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$dir"/*.whl \
+      || echo "kernels.sh: installing $dir failed; its baselines will be reported missing" >&2
+  fi
+done
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}:$site"
+# Library JIT caches inside $OUT's sibling, so one call's compiled kernels can be carried to the next.
+export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/nodice-jit}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.csv" 2>&1 || true
+python3 -m nodice bench kernels --device cuda --json "$OUT/kernels.json" --markdown "$OUT/kernels.md" "$@" \
+  2>&1 | tee "$OUT/kernels.log"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,106 @@
+"""``nodice bench kernels`` on CPU: one real run of the rmsnorm kernel, the SPEC §6 JSON, resume, tables."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodice.bench.kernels_table import markdown, task_rows
+from nodice.kernels import bundled_kernel, is_seed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _nodice(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nodice", *args], capture_output=True, text=True, cwd=cwd, timeout=900
+    )
+
+
+@pytest.fixture(scope="module")
+def rmsnorm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("kernels")
+    proc = _nodice(
+        "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(out / "k.json"),
+        "--markdown", str(out / "k.md"),
+    )  # fmt: skip
+    return proc, out
+
+
+def test_the_report_has_every_field_spec_pins(rmsnorm_run: tuple[Any, Path]) -> None:
+    proc, out = rmsnorm_run
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "k.json").read_text())
+    assert {"device", "date", "versions", "limits", "tasks"} <= set(report)
+    assert set(report["limits"]) == {"float32_tflops", "copy_gbps"} and report["limits"]["copy_gbps"] > 0
+    assert {"torch", "triton", "python", "commit"} <= set(report["versions"])
+    entry = report["tasks"]["rmsnorm"]
+    assert entry["kernel"] == "nodice/examples/rmsnorm/seed.py" and entry["unit"] == "GB/s"
+    assert entry["verdict"] == "pass" and entry["geomean"] > 0
+    assert entry["baselines_bi"]["torch F.rms_norm"]["verdict"] == "pass"
+    for w in entry["workloads"]:
+        assert w["throughput"] > 0 and 0 < w["limit_fraction"] and w["correct"]
+        b = w["baselines"]["torch F.rms_norm"]
+        assert b["throughput"] > 0 and b["bi"] == "pass"
+        assert w["ratio_best"] == pytest.approx(w["throughput"] / b["throughput"], rel=1e-3)
+    md = (out / "k.md").read_text()
+    assert "### rmsnorm" in md and "torch F.rms_norm (BI)" in md and "| **geomean** |" in md
+    assert "rmsnorm" in proc.stdout and "GB/s" in proc.stdout
+
+
+def test_resume_keeps_finished_tasks(rmsnorm_run: tuple[Any, Path]) -> None:
+    _, out = rmsnorm_run
+    before = (out / "k.json").read_text()
+    proc = _nodice("bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(out / "k.json"), "--resume")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((out / "k.json").read_text())["tasks"] == json.loads(before)["tasks"]
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
+    proc = _nodice("bench", "kernels", "--device", "cpu", "--task", "nope")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("unknown task(s): nope")
+    proc = _nodice("bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--resume")
+    assert proc.returncode == 2 and "--resume needs --json" in proc.stderr
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    proc = _nodice("bench", "kernels", "--device", "cpu", "--json", str(tmp_path / "bad.json"), "--resume")
+    assert proc.returncode == 2 and "not a kernel benchmark report" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bundled_kernel_falls_back_to_the_seed() -> None:
+    path = bundled_kernel("gemm")
+    assert path.is_file() and (is_seed(path) or path.parent.name == "kernels")
+
+
+def test_tables_show_missing_and_incorrect_entries() -> None:
+    entry = {
+        "kernel": "nodice/kernels/x.py",
+        "unit": "TFLOP/s",
+        "verdict": "pass",
+        "geomean": 500.0,
+        "ratio_best_geomean": 0.9,
+        "baseline_geomeans": {"lib": 550.0},
+        "baselines_bi": {"lib": {"verdict": "bi_violation", "detail": "batch=7"}},
+        "baselines_missing": {"other lib": "other-lib is not installed"},
+        "workloads": [
+            {
+                "name": "a",
+                "throughput": 500.0,
+                "limit_fraction": 0.64,
+                "correct": True,
+                "baselines": {"lib": {"throughput": 550.0, "ratio": 0.909}},
+                "ratio_best": 0.909,
+            },
+            {"name": "b", "throughput": 0.0, "correct": False, "baselines": {}, "ratio_best": None},
+        ],
+    }
+    header, rows = task_rows(entry)
+    assert header == ["workload", "nodice TFLOP/s", "of limit", "lib (not BI)", "× best"]
+    assert rows[0] == ["a", "500", "64%", "550 (0.91×)", "0.91×"] and rows[1][1] == "incorrect"
+    md = markdown({"date": "d", "device": "GPU", "versions": {}, "limits": {}, "tasks": {"x": entry}})
+    assert "Missing baseline other lib: other-lib is not installed" in md
