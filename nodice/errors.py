@@ -54,3 +54,9 @@ class DeviceError(NodiceError):
 
 class ContractError(NodiceError):
     kind = "bad contract"
+
+
+class BaselineUnavailable(NodiceError):
+    """A library baseline cannot run here: its package or backend is missing (the reason says which)."""
+
+    kind = "baseline unavailable"

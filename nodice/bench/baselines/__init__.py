@@ -1,68 +1,97 @@
-"""Named baselines of each task, timed in the same run as the candidate.
+"""Named library baselines of every task, timed in the same run as the candidate and audited for BI.
 
-A task may define ``baselines(device) -> {name: callable}`` itself; these are
-the built-in ones for the catalog: the library implementations a kernel
-engineer compares against (torch's fused RMSNorm, cuBLAS through ``torch.mm``,
-cuDNN and flash SDPA).
+One module per task family holds the baselines a kernel engineer compares
+against, each configured the way a server runs it (the ``note`` says how):
+torch's own ops (``F.rms_norm``, cuBLAS through ``torch.mm``, SDPA pinned to
+cuDNN or FlashAttention-2, ``torch._grouped_mm``, a per-request-seeded
+sampler) and the optional libraries (Liger, FlashInfer, fla, flash-attn-4).
+
+:func:`baselines_for` lists what applies on a device without importing any
+optional package; :func:`load_baselines` imports them and reports each one
+that cannot load with its one-line reason, so a table never loses a column
+silently. :func:`audit_baseline` runs the gate's dynamic BI stage on one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from importlib import metadata
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from nodice.tasks.base import Task
+from nodice.bench.baselines import attention_decode, attention_prefill, gdn, gemm, moe, norms, sampling
+from nodice.bench.baselines.audit import BaselineAudit, audit_baseline
+from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared
 
-Baseline = Callable[..., Any]
+__all__ = [
+    "Baseline",
+    "BaselineAudit",
+    "BaselineUnavailable",
+    "Prepared",
+    "audit_baseline",
+    "baselines_for",
+    "find_baseline",
+    "load_baselines",
+    "provider_versions",
+]
 
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
-
-
-def _add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    summed = x + residual
-    return F.rms_norm(summed, (summed.shape[-1],), weight, eps), summed
-
-
-def _sdpa(backend: Any) -> Baseline:
-    from torch.nn.attention import sdpa_kernel
-
-    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float) -> torch.Tensor:
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(
-                q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=q.shape[1] != k.shape[1]
-            )
-
-    return run
-
-
-def _attention_prefill(device: torch.device) -> dict[str, Baseline]:
-    from torch.nn.attention import SDPBackend
-
-    if device.type != "cuda":
-        return {"torch SDPA": _sdpa(SDPBackend.MATH)}
-    return {"cuDNN SDPA": _sdpa(SDPBackend.CUDNN_ATTENTION), "flash SDPA": _sdpa(SDPBackend.FLASH_ATTENTION)}
-
-
-_BUILTIN: dict[str, Callable[[torch.device], dict[str, Baseline]]] = {
-    "rmsnorm": lambda d: {"torch F.rms_norm": _rms_norm},
-    "add_rmsnorm": lambda d: {"torch add + F.rms_norm": _add_rms_norm},
-    "gemm": lambda d: {("cuBLAS (torch.mm)" if d.type == "cuda" else "torch.mm"): torch.mm},
-    "attention_prefill": _attention_prefill,
+_CATALOG: dict[str, tuple[Baseline, ...]] = {
+    **norms.BASELINES,
+    **gemm.BASELINES,
+    **attention_prefill.BASELINES,
+    **attention_decode.BASELINES,
+    **moe.BASELINES,
+    **gdn.BASELINES,
+    **sampling.BASELINES,
 }
 
 
-def baselines_for(task: Task, device: torch.device) -> dict[str, Baseline]:
-    own = getattr(task, "baselines", None)
-    if callable(own):
-        found: dict[str, Baseline] = own(device)
-        if found:
-            return found
-    make = _BUILTIN.get(task.name)
-    return make(device) if make else {}
+def baselines_for(task_name: str, device: torch.device) -> list[Baseline]:
+    """Every baseline of ``task_name`` that applies on ``device``'s type, available here or not."""
+    return [b for b in _CATALOG.get(task_name, ()) if device.type in b.devices]
+
+
+def find_baseline(name: str, device: torch.device, task_name: str | None = None) -> tuple[str, Baseline]:
+    """The task and baseline called ``name`` on ``device`` (within ``task_name`` when given)."""
+    tasks = [task_name] if task_name else list(_CATALOG)
+    for t in tasks:
+        for b in _CATALOG.get(t, ()):
+            if b.name != name:
+                continue
+            if device.type not in b.devices:
+                raise BaselineUnavailable(f"{name!r} runs on {', '.join(b.devices)}, not {device.type}")
+            return t, b
+    known = sorted({b.name for t in tasks for b in baselines_for(t, device)})
+    where = f"task {task_name}" if task_name else "any task"
+    raise BaselineUnavailable(
+        f"no baseline {name!r} for {where} on {device.type} (known: {', '.join(known)})"
+    )
+
+
+def load_baselines(
+    task_name: str, device: torch.device
+) -> tuple[dict[str, Callable[..., Any]], dict[str, str]]:
+    """(name → implementation for those that load, name → one-line reason for those that do not)."""
+    loaded: dict[str, Callable[..., Any]] = {}
+    missing: dict[str, str] = {}
+    for b in baselines_for(task_name, device):
+        try:
+            loaded[b.name] = b.load()
+        except BaselineUnavailable as exc:
+            missing[b.name] = str(exc)
+        except Exception as exc:  # a loader that broke: reported like a missing package, never dropped
+            missing[b.name] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+    return loaded, missing
+
+
+def provider_versions(baselines: Iterable[Baseline]) -> dict[str, str]:
+    """Installed version of each baseline's provider distribution, ``"missing"`` when absent."""
+    out: dict[str, str] = {}
+    for b in baselines:
+        if b.provider not in out:
+            try:
+                out[b.provider] = metadata.version(b.provider)
+            except metadata.PackageNotFoundError:
+                out[b.provider] = "missing"
+    return out

@@ -1,0 +1,91 @@
+"""Normalization baselines: torch's fused RMSNorm and Liger's Triton RMSNorm, alone and after a residual add.
+
+Liger runs in its ``llama`` casting mode with offset 0, the configuration of
+a Llama/Qwen RMSNorm: the row is upcast to fp32 for the statistics, the
+normalised row is cast back to the io dtype before the weight is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nodice.bench.baselines.spec import Baseline, require
+
+LIGER = "liger-kernel"
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    summed = x + residual
+    return F.rms_norm(summed, (summed.shape[-1],), weight, eps), summed
+
+
+def _liger_functional() -> Any:
+    return require("liger_kernel.transformers.functional", LIGER)
+
+
+def load_liger_rms_norm() -> Callable[..., Any]:
+    liger_rms_norm = _liger_functional().liger_rms_norm
+
+    def run(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        with torch.no_grad():
+            y: torch.Tensor = liger_rms_norm(x, weight, eps, offset=0.0, casting_mode="llama")
+        return y
+
+    return run
+
+
+def load_liger_add_rms_norm() -> Callable[..., Any]:
+    """Liger's fused add+RMSNorm when the installed version has one, else a torch add and Liger RMSNorm."""
+    functional = _liger_functional()
+    fused = getattr(functional, "liger_fused_add_rms_norm", None)
+    liger_rms_norm = functional.liger_rms_norm
+
+    def run(
+        x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            if fused is not None:
+                y, summed = fused(x, residual, weight, eps, offset=0.0, casting_mode="llama")
+                return y, summed
+            summed = x + residual
+            return liger_rms_norm(summed, weight, eps, offset=0.0, casting_mode="llama"), summed
+
+    return run
+
+
+_LLAMA_MODE = "casting_mode='llama', offset=0"
+
+BASELINES: dict[str, tuple[Baseline, ...]] = {
+    "rmsnorm": (
+        Baseline("torch F.rms_norm", lambda: rms_norm, "torch", ("cpu", "cuda"), "F.rms_norm"),
+        Baseline("Liger RMSNorm", load_liger_rms_norm, LIGER, note=f"liger_rms_norm, {_LLAMA_MODE}"),
+    ),
+    "add_rmsnorm": (
+        Baseline(
+            "torch add + F.rms_norm",
+            lambda: add_rms_norm,
+            "torch",
+            ("cpu", "cuda"),
+            "x + residual in the io dtype, then F.rms_norm",
+        ),
+        Baseline(
+            "Liger fused add+RMSNorm",
+            load_liger_add_rms_norm,
+            LIGER,
+            note=(
+                f"liger_fused_add_rms_norm (one Triton kernel), {_LLAMA_MODE}; a liger-kernel "
+                "without it runs a torch add, then liger_rms_norm"
+            ),
+        ),
+    ),
+}
