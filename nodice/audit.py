@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from rich.table import Table
 
 from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR, EXIT_PASS, EXIT_REJECTED
+
+if TYPE_CHECKING:
+    from nodice.bench.baselines import BaselineAudit
 
 
 @dataclass
@@ -79,7 +82,7 @@ def resolve_callable(name: str) -> Callable[..., Any]:
 
 
 def audit_callable(name: str, task: str | None, device: str | None, seed: int) -> AuditRow:
-    from nodice.gate.dynamic import validate
+    from nodice.bench.baselines import audit_baseline
     from nodice.gate.runtime import resolve_device
     from nodice.tasks import get_task
 
@@ -91,18 +94,28 @@ def audit_callable(name: str, task: str | None, device: str | None, seed: int) -
         fn = adapt(resolve_callable(name))
         t = get_task(task_name)
         dev = resolve_device(device)
-        dtypes = [t.dtype_for(dev), *t.probe_dtypes(dev)]
-        for dtype in dict.fromkeys(dtypes):
-            rep = validate(t, fn, Path(name), dev, dtype, seed)
-            if rep.mismatch is not None:
-                m = rep.mismatch
-                where = f"{m.context.get('name')} ({str(dtype).removeprefix('torch.')})"
-                return AuditRow(name, task_name, "bi_violation", f"dynamic: {where}", m.line())
     except NodiceError as exc:
         return AuditRow(name, task_name, "error", "", exc.line())
-    except Exception as exc:
-        return AuditRow(name, task_name, "error", "", f"{type(exc).__name__}: {exc}"[:200])
-    return AuditRow(name, task_name, "pass", "", f"{rep.contexts_run} contexts on {dev.type}")
+    return _row(name, task_name, audit_baseline(t, fn, dev, seed, name=name))
+
+
+def audit_named_baseline(name: str, task: str | None, device: str | None, seed: int) -> AuditRow:
+    """A library baseline of the benchmark (``--baseline "cuDNN SDPA"``), loaded as the benchmark loads it."""
+    from nodice.bench.baselines import audit_baseline, find_baseline
+    from nodice.gate.runtime import resolve_device
+
+    try:
+        dev = resolve_device(device)
+        task_name, baseline = find_baseline(name, dev, task)
+        impl = baseline.load()
+    except NodiceError as exc:
+        return AuditRow(name, task or "", "error", "", exc.line())
+    return _row(name, task_name, audit_baseline(task_name, impl, dev, seed, name=name))
+
+
+def _row(target: str, task_name: str, audit: BaselineAudit) -> AuditRow:
+    mechanism = f"dynamic: {audit.context}" if audit.verdict == "bi_violation" else ""
+    return AuditRow(target, task_name, audit.verdict, mechanism, audit.detail)
 
 
 def _task_of(path: Path, task: str | None) -> str | None:
@@ -146,7 +159,15 @@ def expand(targets: list[str]) -> list[str]:
 def register(app: typer.Typer) -> None:
     @app.command()
     def audit(
-        targets: Annotated[list[str], typer.Argument(help="files, folders or dotted callables")],
+        targets: Annotated[
+            list[str] | None, typer.Argument(help="files, folders or dotted callables")
+        ] = None,
+        baseline: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--baseline", "-b", help='a benchmark baseline by name, e.g. "cuDNN SDPA" (repeatable)'
+            ),
+        ] = None,
         task: Annotated[str | None, typer.Option("--task", "-t", help="task of every target")] = None,
         device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
         seed: Annotated[int, typer.Option(help="random seed")] = 0,
@@ -154,8 +175,10 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows")] = False,
     ) -> None:
         """BI audit of existing kernels: a table of verdicts and mechanisms."""
-        rows: list[AuditRow] = []
-        for target in expand(targets):
+        if not targets and not baseline:
+            raise typer.BadParameter("give files, folders, dotted callables or --baseline NAME")
+        rows: list[AuditRow] = [audit_named_baseline(name, task, device, seed) for name in baseline or []]
+        for target in expand(targets or []):
             looks_like_file = target.endswith(".py") or "/" in target or Path(target).exists()
             if looks_like_file:
                 rows.append(audit_file(Path(target), task, device, seed, timeout))

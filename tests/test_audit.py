@@ -33,3 +33,21 @@ def test_audit_unknown_callable_is_an_error_row() -> None:
     (row,) = json.loads(proc.stdout)
     assert row["verdict"] == "error" and "torch.no_such_function_xyz" in row["detail"]
     assert "Traceback" not in proc.stderr
+
+
+def test_audit_benchmark_baselines_by_name() -> None:
+    proc = run_cli(
+        "audit",
+        "--baseline",
+        "torch F.rms_norm",
+        "--baseline",
+        "cuDNN SDPA",
+        "--device",
+        "cpu",
+        "--json",
+    )
+    rows = {r["target"]: r for r in json.loads(proc.stdout)}
+    assert rows["torch F.rms_norm"]["task"] == "rmsnorm" and rows["torch F.rms_norm"]["verdict"] == "pass"
+    # A GPU-only baseline on CPU is an input that cannot be judged, with the reason.
+    assert rows["cuDNN SDPA"]["verdict"] == "error" and "runs on cuda" in rows["cuDNN SDPA"]["detail"]
+    assert proc.returncode == 2
