@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from nodice.tasks._scratch import scratch_budget
 from nodice.tasks.base import BIContext, Tolerance
 
 # The streaming-multiprocessor count of an H100/H200: split heuristics compare
@@ -85,22 +86,91 @@ def draw_sm_scale(gen: torch.Generator, head_dim: int) -> float:
     return factor / head_dim**0.5
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float) -> torch.Tensor:
-    """fp32 attention of one sequence: q ``[Hq, Sq, D]``, k/v ``[Hkv, Sk, D]`` → ``[Hq, Sq, D]``.
+@dataclass(frozen=True)
+class AttentionChunks:
+    """How one sequence's attention is cut: ``kv_heads`` key/value heads (with their
+    query heads) by ``queries`` query rows at a time, every chunk over all its keys."""
 
-    GQA repeats each key/value head for its ``Hq/Hkv`` query heads. The causal
-    mask aligns the last query with the last key (for decode, Sq=1 sees all).
+    kv_heads: int
+    queries: int
+
+
+def chunk_scratch_bytes(chunks: AttentionChunks, group: int, keys: int, head_dim: int) -> int:
+    """fp32 scratch of one chunk: scores and probabilities, the chunk's keys and values,
+    its queries and outputs, and the causal mask."""
+    scores = chunks.kv_heads * group * chunks.queries * keys * 4
+    kv = chunks.kv_heads * 2 * keys * head_dim * 4
+    rows = chunks.kv_heads * group * chunks.queries * 3 * head_dim * 4
+    return 2 * scores + kv + rows + chunks.queries * keys
+
+
+def plan_attention_chunks(
+    q_heads: int, kv_heads: int, queries: int, keys: int, head_dim: int, budget: int | None = None
+) -> AttentionChunks:
+    """The largest chunks whose scratch fits the budget: all heads if one query row of each
+    fits, then as many query rows as the rest of the budget holds.
+
+    A chunk is never smaller than one query row of one kv head's query group, so
+    the budget holds unless that row alone exceeds it (keys in the millions).
     """
-    group = q.shape[0] // k.shape[0]
-    kf = k.float().repeat_interleave(group, dim=0)
-    vf = v.float().repeat_interleave(group, dim=0)
-    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * sm_scale
-    if causal:
-        sq, sk = q.shape[1], k.shape[1]
-        rows = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
-        cols = torch.arange(sk, device=q.device)[None, :]
-        scores = scores.masked_fill(cols > rows, float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1), vf)
+    budget = scratch_budget(budget)
+    group = q_heads // kv_heads
+
+    def cost(heads: int, rows: int) -> int:
+        return chunk_scratch_bytes(AttentionChunks(heads, rows), group, keys, head_dim)
+
+    heads = max(1, min(kv_heads, budget // cost(1, 1)))
+    per_row = cost(heads, 2) - cost(heads, 1)
+    rows = max(1, min(queries, (budget - cost(heads, 1)) // per_row + 1))
+    return AttentionChunks(heads, rows)
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    sm_scale: float,
+    out_dtype: torch.dtype = torch.float32,
+    budget: int | None = None,
+) -> torch.Tensor:
+    """fp32 attention of one sequence: q ``[Hq, Sq, D]``, k/v ``[Hkv, Sk, D]`` → ``[Hq, Sq, D]``
+    in ``out_dtype``, each value rounded once.
+
+    GQA shares each key/value head with its ``Hq/Hkv`` query heads. The causal
+    mask aligns the last query with the last key (for decode, Sq=1 sees all).
+    The full ``[Hq, Sq, Sk]`` scores would not fit a device at long sequences,
+    so the work runs in chunks of heads and queries planned by
+    :func:`plan_attention_chunks`; each chunk is an exact softmax of its queries
+    over every key they may see (keys past a causal chunk's last query are
+    masked for all of its rows and left out), so chunking changes only rounding.
+    """
+    q_heads, queries, head_dim = q.shape
+    kv_heads, keys = k.shape[0], k.shape[1]
+    group = q_heads // kv_heads
+    chunks = plan_attention_chunks(q_heads, kv_heads, queries, keys, head_dim, budget)
+    out = torch.empty((q_heads, queries, v.shape[-1]), dtype=out_dtype, device=q.device)
+    q_by_kv = q.reshape(kv_heads, group, queries, head_dim)
+    out_by_kv = out.view(kv_heads, group, queries, v.shape[-1])
+    for h0 in range(0, kv_heads, chunks.kv_heads):
+        heads = slice(h0, min(kv_heads, h0 + chunks.kv_heads))
+        kf, vf = k[heads].float(), v[heads].float()
+        n_heads = kf.shape[0]
+        for r0 in range(0, queries, chunks.queries):
+            r1 = min(queries, r0 + chunks.queries)
+            visible = max(1, min(keys, r1 + keys - queries)) if causal else keys
+            # A kv head's query group stacked as rows: one batched matmul per kv head, no repeated keys.
+            qc = q_by_kv[heads, :, r0:r1].float().reshape(n_heads, group * (r1 - r0), head_dim)
+            scores = torch.matmul(qc, kf[:, :visible].transpose(-1, -2)).mul_(sm_scale)
+            if causal:
+                rows = torch.arange(r0, r1, device=q.device)[:, None] + (keys - queries)
+                cols = torch.arange(visible, device=q.device)[None, :]
+                scores.view(n_heads, group, r1 - r0, visible).masked_fill_(cols > rows, float("-inf"))
+            probs = torch.softmax(scores, dim=-1)
+            del scores
+            o = torch.matmul(probs, vf[:, :visible])
+            out_by_kv[heads, :, r0:r1] = o.view(n_heads, group, r1 - r0, -1).to(out_dtype)
+    return out
 
 
 def positions(batch: int) -> list[tuple[int, str]]:

@@ -171,8 +171,7 @@ class AttentionDecode(Task):
             pages = block_table[i, : _cdiv(n, page)].long()
             k = k_cache[pages].reshape(-1, hkv, head_dim)[:n].transpose(0, 1)
             v = v_cache[pages].reshape(-1, hkv, head_dim)[:n].transpose(0, 1)
-            o = attend(q[i].unsqueeze(1), k, v, False, float(sm_scale))
-            out[i] = o.squeeze(1).to(q.dtype)
+            out[i] = attend(q[i].unsqueeze(1), k, v, False, float(sm_scale), out_dtype=q.dtype).squeeze(1)
         return out
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:

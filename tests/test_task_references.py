@@ -1,0 +1,145 @@
+"""References at real sizes: chunked to a scratch budget, equal to the unchunked formulas.
+
+Each reference is run with a budget so small that its work splits into many
+pieces (head and query chunks across causal boundaries, sequence and token
+blocks, row chunks that do not divide the batch) and compared with the
+straightforward formula written out here. The attention planner is checked at
+the benchmark's real sizes without allocating anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from nodice.tasks import _scratch, get_task
+from nodice.tasks._attention import AttentionChunks, attend, chunk_scratch_bytes, plan_attention_chunks
+
+CPU = torch.device("cpu")
+META = torch.device("meta")
+
+
+def assert_close(got: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-6) -> None:
+    """Within ``rtol`` of the output's scale: sums that cancel leave small entries a few
+    ulps of their terms away, not of themselves."""
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    error = float((got - expected).abs().max()) if got.numel() else 0.0
+    assert error <= rtol * float(expected.abs().max()), (error, float(expected.abs().max()))
+
+
+def _args(name: str, batch: int, seed: int = 0, **variant: Any) -> tuple[Any, ...]:
+    task = get_task(name)
+    gen = torch.Generator().manual_seed(seed)
+    problem = task.problem(gen, CPU, torch.float32, **variant)
+    return task.compose(problem, task.samples(problem, gen, batch), gen)
+
+
+def _unchunked_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float
+) -> torch.Tensor:
+    group = q.shape[0] // k.shape[0]
+    kf, vf = k.float().repeat_interleave(group, dim=0), v.float().repeat_interleave(group, dim=0)
+    scores = q.float() @ kf.transpose(-1, -2) * sm_scale
+    if causal:
+        sq, sk = q.shape[1], k.shape[1]
+        rows = torch.arange(sq)[:, None] + (sk - sq)
+        scores = scores.masked_fill(torch.arange(sk)[None, :] > rows, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ vf
+
+
+# S = 45 with budgets that give one kv head at a time and 10, 5 or 2 query rows (12 kB),
+# or every head and 3, 8 or 10 rows (30 kB): chunk edges cross the causal diagonal.
+@pytest.mark.parametrize("budget", [12_000, 30_000])
+@pytest.mark.parametrize("layout", ["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_prefill_in_chunks_is_the_unchunked_formula(
+    monkeypatch: pytest.MonkeyPatch, budget: int, layout: str, causal: bool
+) -> None:
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", budget)
+    q, k, v, is_causal, scale = _args("attention_prefill", 2, layout=layout, causal=causal, seq_len=45)
+    chunks = plan_attention_chunks(q.shape[1], k.shape[1], 45, 45, q.shape[3])
+    assert chunks.queries < 45 and (budget > 12_000 or chunks.kv_heads < k.shape[1] or k.shape[1] == 1)
+    expected = torch.stack([_unchunked_attention(q[b], k[b], v[b], is_causal, scale) for b in range(2)])
+    assert_close(get_task("attention_prefill").reference(q, k, v, is_causal, scale), expected)
+
+
+def test_causal_chunks_with_fewer_queries_than_keys_align_the_last_query_with_the_last_key() -> None:
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(shape, generator=gen) for shape in ((4, 13, 16), (2, 40, 16), (2, 40, 16)))
+    assert_close(attend(q, k, v, True, 0.3, budget=6_000), _unchunked_attention(q, k, v, True, 0.3))
+
+
+def test_attention_decode_in_chunks_follows_the_block_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", 6_000)
+    q, k_cache, v_cache, table, seq_lens, scale = _args("attention_decode", 4, layout="gqa")
+    page = k_cache.shape[1]
+    expected = []
+    for i, n in enumerate(seq_lens.tolist()):
+        tokens = torch.arange(n)
+        pages, slots = table[i, tokens // page].long(), tokens % page
+        k, v = k_cache[pages, slots].transpose(0, 1), v_cache[pages, slots].transpose(0, 1)
+        expected.append(_unchunked_attention(q[i].unsqueeze(1), k, v, False, scale).squeeze(1))
+    got = get_task("attention_decode").reference(q, k_cache, v_cache, table, seq_lens, scale)
+    assert_close(got, torch.stack(expected))
+
+
+@pytest.mark.parametrize("name", ["attention_prefill", "attention_decode"])
+def test_attention_plans_stay_within_the_budget_at_every_workload(name: str) -> None:
+    for w in get_task(name).workloads():
+        p = w.params
+        queries, keys = (p["S"], p["S"]) if "S" in p else (1, p["L"])
+        group = p["Hq"] // p["Hkv"]
+        chunks = plan_attention_chunks(p["Hq"], p["Hkv"], queries, keys, p["D"])
+        assert chunk_scratch_bytes(chunks, group, keys, p["D"]) <= _scratch.SCRATCH_BYTES <= 4 << 30, w.name
+
+
+@pytest.mark.parametrize(("q_heads", "kv_heads"), [(16, 16), (32, 8), (32, 4)])
+def test_a_32k_sequence_of_32_heads_plans_score_chunks_under_the_budget(q_heads: int, kv_heads: int) -> None:
+    seq, head_dim, group = 32768, 128, q_heads // kv_heads
+    chunks = plan_attention_chunks(q_heads, kv_heads, seq, seq, head_dim)
+    scores = chunks.kv_heads * group * chunks.queries * seq * 4
+    # The unchunked [Hq, S, S] fp32 scores would be 64 or 128 GiB.
+    assert scores <= _scratch.SCRATCH_BYTES < q_heads * seq * seq * 4 // 16
+    assert chunk_scratch_bytes(chunks, group, seq, head_dim) <= _scratch.SCRATCH_BYTES
+    # Whole heads and a few hundred queries a chunk: ~150 chunks a sequence, not thousands.
+    assert chunks.kv_heads == kv_heads and chunks.queries >= 128
+
+
+def test_the_smallest_attention_chunk_is_one_query_row_of_one_kv_head() -> None:
+    assert plan_attention_chunks(32, 8, 32768, 32768, 128, budget=1) == AttentionChunks(1, 1)
+
+
+class _LargestTensor(TorchFunctionMode):
+    """Records the bytes of the largest tensor any torch call returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel() * t.element_size())
+        return out
+
+
+@pytest.mark.parametrize("workload", ["gqa32x8-s32k-full", "mha16-s32k-causal"])
+def test_the_prefill_reference_at_32k_creates_no_tensor_over_the_budget(workload: str) -> None:
+    (w,) = [w for w in get_task("attention_prefill").workloads() if w.name == workload]
+    p = w.params
+    q = torch.empty((p["B"], p["Hq"], p["S"], p["D"]), device=META, dtype=torch.bfloat16)
+    k, v = (torch.empty((p["B"], p["Hkv"], p["S"], p["D"]), device=META, dtype=torch.bfloat16) for _ in "kv")
+    with _LargestTensor() as sizes:
+        out = get_task("attention_prefill").reference(q, k, v, p["causal"], p["D"] ** -0.5)
+    assert out.device == META and out.shape == q.shape and out.dtype == torch.bfloat16
+    assert 0 < sizes.largest <= _scratch.SCRATCH_BYTES
+
+
+def test_row_chunks_cover_the_rows_within_the_budget() -> None:
+    assert _scratch.row_chunks(10, 100, budget=300) == [slice(0, 3), slice(3, 6), slice(6, 9), slice(9, 10)]
+    assert _scratch.row_chunks(5, 10**12, budget=1) == [slice(i, i + 1) for i in range(5)]
+    assert _scratch.row_chunks(5, 1) == [slice(0, 5)]
