@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from nodice.tasks import _scratch, get_task
 from nodice.tasks._attention import AttentionChunks, attend, chunk_scratch_bytes, plan_attention_chunks
+from nodice.tasks.sampling import filtered_distribution
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
@@ -143,3 +145,53 @@ def test_row_chunks_cover_the_rows_within_the_budget() -> None:
     assert _scratch.row_chunks(10, 100, budget=300) == [slice(0, 3), slice(3, 6), slice(6, 9), slice(9, 10)]
     assert _scratch.row_chunks(5, 10**12, budget=1) == [slice(i, i + 1) for i in range(5)]
     assert _scratch.row_chunks(5, 1) == [slice(0, 5)]
+
+
+def test_rowwise_references_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", 3 * 16 * 1024)  # three rows of 1024
+    x, weight, eps = _args("rmsnorm", 7)
+    rstd = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    assert_close(get_task("rmsnorm").reference(x, weight, eps), x * rstd * weight)
+    x, residual, weight, eps = _args("add_rmsnorm", 7)
+    r = x + residual
+    y, residual_out = get_task("add_rmsnorm").reference(x, residual, weight, eps)
+    assert_close(residual_out, r)
+    assert_close(y, r * torch.rsqrt(r.pow(2).mean(dim=-1, keepdim=True) + eps) * weight)
+
+
+def test_gemm_reference_in_row_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", 4 * 4 * (512 + 256))  # four rows
+    a, b = _args("gemm", 10)
+    assert_close(get_task("gemm").reference(a, b), a @ b)
+
+
+def test_moe_reference_in_token_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", 5 * 4 * (5 * 128 + 4 * 64))  # five tokens
+    x, logits, w_gate_up, w_down, top_k = _args("moe", 13)
+    inter = w_down.shape[2]
+    expected = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        weights, ids = torch.topk(torch.softmax(logits[t], dim=0), top_k)
+        for w, e in zip(weights / weights.sum(), ids.tolist(), strict=True):
+            gate, up = w_gate_up[e, :inter] @ x[t], w_gate_up[e, inter:] @ x[t]
+            expected[t] += w * (w_down[e] @ (F.silu(gate) * up))
+    assert_close(get_task("moe").reference(x, logits, w_gate_up, w_down, top_k), expected)
+
+
+def test_sampling_reference_in_row_chunks_draws_each_request_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _args("sampling", 11, seed=2)
+    whole = get_task("sampling").reference(*args)
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", 3 * 64 * 256)  # three requests of V = 256
+    assert torch.equal(get_task("sampling").reference(*args), whole)
+    logits, temperature, top_k, top_p, seed = args
+    for i in range(logits.shape[0]):
+        t = float(temperature[i])
+        if t <= 0:
+            assert int(whole[i]) == int(logits[i].argmax())
+            continue
+        probs = filtered_distribution(logits[i], t, int(top_k[i]), float(top_p[i])).probs
+        order = torch.argsort(logits[i].double() / t, descending=True, stable=True)
+        u = float(torch.rand((), generator=torch.Generator().manual_seed(int(seed[i]))))
+        cdf = torch.cumsum(probs[order], 0)
+        pick = int(torch.searchsorted(cdf, torch.tensor([u * float(cdf[-1])]), right=True).clamp(max=255))
+        assert int(whole[i]) == int(order[pick])

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from nodice.tasks.base import Problem, Sample, Workload, element_size, randn
-from nodice.tasks.rmsnorm import RowwiseTask
+from nodice.tasks.rmsnorm import RowwiseTask, reference_row_chunks, rms_norm_fp32
 
 # Token counts of a decode step (a batch of requests) and of a prefill chunk, at
 # the hidden sizes of Llama-3-8B/70B and Qwen3-8B/32B/30B-A3B.
@@ -58,11 +58,11 @@ class AddRMSNorm(RowwiseTask):
 
     def reference(self, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
         x, residual, weight, eps = args
-        # The sum is rounded to the io dtype first: y normalises what residual_out holds.
-        residual_out = (x.float() + residual.float()).to(x.dtype)
-        r = residual_out.float()
-        rstd = torch.rsqrt(r.pow(2).mean(dim=-1, keepdim=True) + eps)
-        y = (r * rstd * weight.float()).to(x.dtype)
+        y, residual_out = torch.empty_like(x), torch.empty_like(x)
+        for rows in reference_row_chunks(x):
+            # The sum is rounded to the io dtype first: y normalises what residual_out holds.
+            residual_out[rows] = (x[rows].float() + residual[rows].float()).to(x.dtype)
+            y[rows] = rms_norm_fp32(residual_out[rows], weight, eps).to(x.dtype)
         return y, residual_out
 
     def workloads(self) -> list[Workload]:

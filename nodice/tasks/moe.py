@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from nodice.tasks._scratch import row_chunks
 from nodice.tasks.base import (
     DEFAULT_TOLERANCES,
     BIContext,
@@ -118,6 +119,36 @@ def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.
     return weights / weights.sum(dim=-1, keepdim=True), ids
 
 
+# fp32 values per token of a reference chunk: per hidden element, its row of x, its output
+# and, when an expert takes the token, the gathered row, the expert's output and its weighted
+# copy; per intermediate element, that expert's gate/up pair, silu and the activation.
+_FP32_PER_TOKEN_ROW = 5
+_FP32_PER_INTER = 4
+
+
+def moe_fp32(
+    x: torch.Tensor, router_logits: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor, top_k: int
+) -> torch.Tensor:
+    """y[T,H] in fp32: each expert, in increasing id, runs the tokens routed to it and adds
+    its weighted output into theirs.
+
+    A token occurs once per expert, so the additions of one ``index_add_`` never
+    meet on a row (the float atomics of its CUDA kernel do not collide) and each
+    token's sum over its experts runs in expert order: the result is deterministic.
+    """
+    weights, ids = route(router_logits, top_k)
+    inter = w_down.shape[2]
+    xf = x.float()
+    y = torch.zeros_like(xf)
+    for e in ids.unique().tolist():
+        token, slot = torch.nonzero(ids == e, as_tuple=True)
+        gate_up = xf[token] @ w_gate_up[e].float().t()
+        act = torch.nn.functional.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+        out = act @ w_down[e].float().t()
+        y.index_add_(0, token, weights[token, slot, None] * out)
+    return y
+
+
 class MoE(Task):
     name = "moe"
     family = "moe"
@@ -162,17 +193,12 @@ class MoE(Task):
 
     def reference(self, *args: Any) -> torch.Tensor:
         x, router_logits, w_gate_up, w_down, top_k = args
-        weights, ids = route(router_logits, top_k)
-        inter = w_down.shape[2]
-        xf = x.float()
-        y = torch.zeros_like(xf)
-        for e in ids.unique().tolist():
-            token, slot = torch.nonzero(ids == e, as_tuple=True)
-            gate_up = xf[token] @ w_gate_up[e].float().t()
-            act = torch.nn.functional.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-            out = act @ w_down[e].float().t()
-            y.index_add_(0, token, weights[token, slot, None] * out)
-        return y.to(x.dtype)
+        hidden, inter = x.shape[1], w_down.shape[2]
+        y = torch.empty_like(x)
+        # Tokens are routed and combined independently, so they can be taken a chunk at a time.
+        for tokens in row_chunks(x.shape[0], _FP32_PER_TOKEN_ROW * hidden * 4 + _FP32_PER_INTER * inter * 4):
+            y[tokens] = moe_fp32(x[tokens], router_logits[tokens], w_gate_up, w_down, top_k).to(x.dtype)
+        return y
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return _MOE_TOLERANCES[dtype]

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from nodice.tasks._scratch import row_chunks
 from nodice.tasks.base import BIContext, Problem, Sample, Task, Workload, element_size, randn
 
 # Hidden sizes of real models (Llama-3-8B/70B, Qwen3-8B/30B-A3B).
@@ -15,6 +16,22 @@ _WORKLOADS = [
     Workload("qwen3-30b-a3b-prefill", {"B": 16384, "H": 2048}, "Qwen3-30B-A3B"),
     Workload("llama3-70b-prefill", {"B": 4096, "H": 8192}, "Llama-3-70B"),
 ]
+
+# fp32 values a reference holds per element of a row: the row, its square, the normalised
+# and the weighted row.
+_FP32_PER_ELEMENT = 4
+
+
+def rms_norm_fp32(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``x·rsqrt(mean(x²)+eps)·weight`` over the last axis, in fp32."""
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return xf * rstd * weight.float()
+
+
+def reference_row_chunks(x: torch.Tensor) -> list[slice]:
+    """Rows of ``x[B, H]`` a row-wise reference takes at a time (rows are independent)."""
+    return row_chunks(x.shape[0], _FP32_PER_ELEMENT * 4 * x.shape[-1])
 
 
 def _batch_contexts(device: torch.device) -> list[BIContext]:
@@ -83,9 +100,10 @@ class RMSNorm(RowwiseTask):
 
     def reference(self, *args: Any) -> torch.Tensor:
         x, weight, eps = args
-        xf = x.float()
-        rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
-        return (xf * rstd * weight.float()).to(x.dtype)
+        y = torch.empty_like(x)
+        for rows in reference_row_chunks(x):
+            y[rows] = rms_norm_fp32(x[rows], weight, eps).to(x.dtype)
+        return y
 
     def workload_inputs(
         self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype

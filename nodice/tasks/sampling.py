@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from nodice.tasks._scratch import row_chunks
 from nodice.tasks.base import (
     BIContext,
     CorrectnessReport,
@@ -77,6 +78,9 @@ _GPU_RULE_BATCH = 256
 _FALSE_REJECT = 1e-6
 # Slack on the top-p boundary for the allowed-set check: fp32 masses round.
 _TOP_P_SLACK = 1e-4
+# 8-byte values the reference holds at once per logit: the scaled and sorted logits, the
+# order, the sort's own buffers, exponentials, probabilities and their cumulative sums.
+_FP64_PER_LOGIT = 8
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,37 @@ def filtered_distribution(
     keep = in_top_k & (mass_above < top_p)
     probs = torch.where(keep, q, torch.zeros_like(q))
     return FilteredDistribution(probs / probs.sum(), in_top_k & (mass_above < top_p + slack), mass_above)
+
+
+def sample_rows(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    seed: torch.Tensor,
+) -> torch.Tensor:
+    """The reference draw for a batch of requests, in float64: tokens[B] int64."""
+    vocab = logits.shape[1]
+    greedy = temperature <= 0
+    z = logits.double() / torch.where(greedy, 1.0, temperature.double())[:, None]
+    z_sorted, order = torch.sort(z, dim=1, descending=True, stable=True)
+    del z
+    k = torch.where((top_k <= 0) | (top_k > vocab), vocab, top_k).long()
+    in_top_k = z_sorted >= z_sorted.gather(1, (k - 1)[:, None])
+    e = torch.exp(z_sorted - z_sorted[:, :1]) * in_top_k
+    del z_sorted
+    q = e / e.sum(dim=1, keepdim=True)
+    del e
+    keep = in_top_k & (torch.cumsum(q, dim=1) - q < top_p.double()[:, None])
+    cdf = torch.cumsum(q * keep, dim=1)
+    u = torch.tensor(
+        [float(torch.rand((), generator=torch.Generator().manual_seed(int(s)))) for s in seed.tolist()],
+        dtype=torch.float64,
+        device=logits.device,
+    )
+    pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=vocab - 1)
+    drawn = order.gather(1, pick).squeeze(1)
+    return torch.where(greedy, logits.argmax(dim=1), drawn)
 
 
 def rule_violation(
@@ -234,25 +269,12 @@ class Sampling(Task):
     def reference(self, *args: Any) -> torch.Tensor:
         """A correct sampler, batched: sort, top-k, top-p, an inverse-CDF draw with a uniform
         from torch's generator seeded by the request's seed. Its tokens are not the kernel's."""
-        logits, temperature, top_k, top_p, seed = args
-        vocab = logits.shape[1]
-        greedy = temperature <= 0
-        z = logits.double() / torch.where(greedy, 1.0, temperature.double())[:, None]
-        z_sorted, order = torch.sort(z, dim=1, descending=True, stable=True)
-        k = torch.where((top_k <= 0) | (top_k > vocab), vocab, top_k).long()
-        in_top_k = z_sorted >= z_sorted.gather(1, (k - 1)[:, None])
-        e = torch.exp(z_sorted - z_sorted[:, :1]) * in_top_k
-        q = e / e.sum(dim=1, keepdim=True)
-        keep = in_top_k & (torch.cumsum(q, dim=1) - q < top_p.double()[:, None])
-        cdf = torch.cumsum(q * keep, dim=1)
-        u = torch.tensor(
-            [float(torch.rand((), generator=torch.Generator().manual_seed(int(s)))) for s in seed.tolist()],
-            dtype=torch.float64,
-            device=logits.device,
-        )
-        pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=vocab - 1)
-        drawn = order.gather(1, pick).squeeze(1)
-        return torch.where(greedy, logits.argmax(dim=1), drawn)
+        logits = args[0]
+        tokens = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
+        # Requests are independent; a chunk's float64 rows stay within the scratch budget.
+        for rows in row_chunks(logits.shape[0], _FP64_PER_LOGIT * 8 * logits.shape[1]):
+            tokens[rows] = sample_rows(*(a[rows] for a in args))
+        return tokens
 
     def check_correctness(
         self, run: KernelRun, device: torch.device, dtype: torch.dtype, seed: int
