@@ -18,6 +18,8 @@ from torch.overrides import TorchFunctionMode
 
 from nodice.tasks import _scratch, get_task
 from nodice.tasks._attention import AttentionChunks, attend, chunk_scratch_bytes, plan_attention_chunks
+from nodice.tasks.base import Workload
+from nodice.tasks.gdn import recurrence_blocks
 from nodice.tasks.sampling import filtered_distribution
 
 CPU = torch.device("cpu")
@@ -195,3 +197,26 @@ def test_sampling_reference_in_row_chunks_draws_each_request_alone(monkeypatch: 
         cdf = torch.cumsum(probs[order], 0)
         pick = int(torch.searchsorted(cdf, torch.tensor([u * float(cdf[-1])]), right=True).clamp(max=255))
         assert int(whole[i]) == int(order[pick])
+
+
+def test_gdn_reference_in_sequence_and_token_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    batch, length, heads, dk, dv = 3, 20, 2, 32, 32
+    # Two of three sequences and seven of 20 tokens a block: neither divides its axis.
+    budget = 2 * 3 * heads * dk * dv * 4 + 2 * 7 * heads * (2 * dk + 3 * dv + 2) * 4
+    assert recurrence_blocks(batch, length, heads, dk, dv, budget) == (2, 7)
+    monkeypatch.setattr(_scratch, "SCRATCH_BYTES", budget)
+    task = get_task("gdn")
+    shape = Workload("blocks", {"B": batch, "T": length, "Hh": heads, "Dk": dk, "Dv": dv})
+    q, k, v, g, beta, scale = task.workload_inputs(
+        shape, torch.Generator().manual_seed(0), CPU, torch.float32
+    )
+    expected = torch.empty_like(v)
+    for b in range(batch):
+        for h in range(heads):
+            state = torch.zeros(dk, dv)
+            for t in range(length):
+                state = torch.exp(g[b, t, h]) * state
+                u = beta[b, t, h] * (v[b, t, h] - k[b, t, h] @ state)
+                state = state + torch.outer(k[b, t, h], u)
+                expected[b, t, h] = scale * (q[b, t, h] @ state)
+    assert_close(task.reference(q, k, v, g, beta, scale), expected)

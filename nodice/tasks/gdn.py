@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from nodice.tasks._scratch import scratch_budget
 from nodice.tasks.base import (
     BIContext,
     Problem,
@@ -78,6 +79,20 @@ _GDN_TOLERANCES = {
 }
 
 
+def recurrence_blocks(
+    batch: int, length: int, heads: int, dk: int, dv: int, budget: int | None = None
+) -> tuple[int, int]:
+    """(sequences, tokens) per block of :func:`gated_delta_rule`: the sequences' fp32 states
+    (with a rank-1 update and a transient of the same size) and the block's fp32 q, k, v, o,
+    o's cast copy, decay and beta fit the scratch budget, one token of one sequence at least."""
+    budget = scratch_budget(budget)
+    state = 3 * heads * dk * dv * 4
+    token = heads * (2 * dk + 3 * dv + 2) * 4
+    sequences = max(1, min(batch, budget // (state + token)))
+    tokens = max(1, min(length, (budget - sequences * state) // (sequences * token)))
+    return sequences, tokens
+
+
 def gated_delta_rule(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -85,20 +100,49 @@ def gated_delta_rule(
     g: torch.Tensor,
     beta: torch.Tensor,
     scale: float,
+    out_dtype: torch.dtype = torch.float32,
+    budget: int | None = None,
 ) -> torch.Tensor:
-    """The recurrence token by token in fp32, all sequences and heads at once: o[B,T,Hh,Dv] fp32."""
-    qf, kf, vf = q.float(), k.float(), v.float()
-    b, t, h, dk = qf.shape
-    state = torch.zeros((b, h, dk, vf.shape[-1]), dtype=torch.float32, device=q.device)
-    out = torch.empty_like(vf)
-    for i in range(t):
-        state = state * torch.exp(g[:, i].float())[..., None, None]
-        k_i = kf[:, i]
-        predicted = torch.einsum("bhk,bhkv->bhv", k_i, state)
-        u = beta[:, i].float()[..., None] * (vf[:, i] - predicted)
-        state = state + k_i[..., :, None] * u[..., None, :]
-        out[:, i] = scale * torch.einsum("bhk,bhkv->bhv", qf[:, i], state)
+    """The recurrence token by token in fp32: o[B,T,Hh,Dv] in ``out_dtype``, each value rounded once.
+
+    Sequences are independent and the state carries all a token passes on, so
+    the work runs in blocks of sequences and tokens (:func:`recurrence_blocks`)
+    whose fp32 copies fit the scratch budget; the arithmetic of each token is
+    the same whatever the blocks.
+    """
+    b, t, h, dk = q.shape
+    dv = v.shape[-1]
+    sequences, tokens = recurrence_blocks(b, t, h, dk, dv, budget)
+    out = torch.empty((b, t, h, dv), dtype=out_dtype, device=q.device)
+    for s0 in range(0, b, sequences):
+        seqs = slice(s0, min(b, s0 + sequences))
+        state = torch.zeros((seqs.stop - s0, h, dk, dv), dtype=torch.float32, device=q.device)
+        for t0 in range(0, t, tokens):
+            steps = slice(t0, min(t, t0 + tokens))
+            block = [x[seqs, steps] for x in (q, k, v, g, beta)]
+            out[seqs, steps] = _advance(state, block, scale).to(out_dtype)
     return out
+
+
+def _advance(state: torch.Tensor, block: list[torch.Tensor], scale: float) -> torch.Tensor:
+    """Run a block of tokens (its q, k, v, g, beta) through the recurrence, updating
+    ``state[b,h,Dk,Dv]`` in place: o[b,t,h,Dv] fp32."""
+    q, k, v, g, beta = block
+    # Head-major fp32 copies: a token's slice is then a batch over (sequence, head) that
+    # matmul takes as it is.
+    qf, kf, vf = (
+        x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format) for x in (q, k, v)
+    )
+    decay = torch.exp(g.float()).transpose(1, 2)[..., None, None]
+    gate = beta.float().transpose(1, 2)[..., None]
+    out = torch.empty_like(vf)
+    for i in range(qf.shape[2]):
+        state.mul_(decay[:, :, i])
+        k_i = kf[:, :, i, None, :]
+        u = gate[:, :, i] * (vf[:, :, i] - torch.matmul(k_i, state).squeeze(-2))
+        state.add_(k_i.transpose(-1, -2) * u[:, :, None, :])
+        out[:, :, i] = torch.matmul(qf[:, :, i, None, :], state).squeeze(-2)
+    return out.mul_(scale).transpose(1, 2)
 
 
 def gate_weights(heads: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,7 +209,7 @@ class GatedDeltaNet(Task):
 
     def reference(self, *args: Any) -> torch.Tensor:
         q, k, v, g, beta, scale = args
-        return gated_delta_rule(q, k, v, g, beta, scale).to(v.dtype)
+        return gated_delta_rule(q, k, v, g, beta, scale, out_dtype=v.dtype)
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return _GDN_TOLERANCES[dtype]
