@@ -43,21 +43,26 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
+def _sig(value: float | None, digits: int = 4) -> float | None:
+    """``value`` to ``digits`` significant digits (ratios on CPU can be 1e-4, throughputs 1e3)."""
+    return None if value is None else float(f"{value:.{digits}g}")
+
+
 def workload_record(s: WorkloadScore) -> dict[str, Any]:
     """One workload as SPEC §6 writes it (plus the times and the correctness detail)."""
     return {
         "name": s.workload,
         "params": dict(s.params),
         "ms": s.ms,
-        "throughput": round(s.score, 3),
-        "limit_fraction": None if s.limit_fraction is None else round(s.limit_fraction, 4),
+        "throughput": _sig(s.score, 5),
+        "limit_fraction": _sig(s.limit_fraction),
         "correct": s.correct,
         "detail": s.detail,
         "baselines": {
             name: {
-                "throughput": round(b.throughput, 3),
+                "throughput": _sig(b.throughput, 5),
                 "ms": b.ms,
-                "ratio": round(b.ratio, 4),
+                "ratio": _sig(b.ratio),
                 "bi": b.bi,
                 "correct": b.correct,
                 **({"detail": b.detail} if b.detail else {}),
@@ -65,7 +70,7 @@ def workload_record(s: WorkloadScore) -> dict[str, Any]:
             for name, b in s.baselines.items()
         },
         "best_baseline": s.best_baseline,
-        "ratio_best": None if s.ratio_best is None else round(s.ratio_best, 4),
+        "ratio_best": _sig(s.ratio_best),
         "notes": [n for n in s.notes if "missing:" not in n],
     }
 
@@ -80,15 +85,15 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
     levels = {}
     for name in baseline_names:
         values = [s.baselines[name].throughput for s in scores if name in s.baselines]
-        levels[name] = round(geomean(values), 3) if len(values) == len(scores) else None
+        levels[name] = _sig(geomean(values), 5) if len(values) == len(scores) else None
     ratio = geomean_ratio_best(scores)
     return {
         "kernel": _relative(kernel),
         "unit": get_task(task_name).unit,
         "verdict": evaluation.verdict,
         "reason": evaluation.check.reason or evaluation.check.error or "",
-        "geomean": round(evaluation.geomean, 3),
-        "ratio_best_geomean": None if ratio is None else round(ratio, 4),
+        "geomean": _sig(evaluation.geomean, 5),
+        "ratio_best_geomean": _sig(ratio),
         "baseline_geomeans": levels,
         "baselines_bi": meta.get("bi", {}),
         "baselines_missing": meta.get("missing", {}),
