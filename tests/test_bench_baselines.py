@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +20,7 @@ from nodice.bench.baselines import (
     provider_versions,
 )
 from nodice.bench.baselines.attention_decode import split_pages
-from nodice.bench.baselines.attention_prefill import to_sequence_major
+from nodice.bench.baselines.attention_prefill import put_cutlass_dsl_on_path, to_sequence_major
 from nodice.bench.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask, pages_used
 from nodice.bench.baselines.sampling import effective_top_k, scaled_logits
 from nodice.gate.correctness import compare, has_own_correctness
@@ -207,6 +210,20 @@ def test_flashinfer_split_and_flash_attn_layout() -> None:
     q = torch.randn(2, 4, 5, 8)
     (qs,) = to_sequence_major(q)
     assert qs.shape == (2, 5, 4, 8) and qs.is_contiguous() and torch.equal(qs.transpose(1, 2), q)
+
+
+def test_cutlass_dsl_packages_join_sys_path_as_its_pth_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The layout nvidia-cutlass-dsl installs: the `cutlass` package lives under dsl_packages/.
+    (tmp_path / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass").mkdir(parents=True)
+    (tmp_path / "nvidia_cutlass_dsl" / "__init__.py").write_text("")
+    (tmp_path / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    assert importlib.util.find_spec("cutlass") is None
+    put_cutlass_dsl_on_path()
+    assert importlib.util.find_spec("cutlass") is not None
+    sys.modules.pop("nvidia_cutlass_dsl", None)
 
 
 def test_sampling_adapter_scales_and_maps_top_k() -> None:

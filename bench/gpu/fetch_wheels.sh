@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Recreate the baseline wheels for the GPU machine (Python 3.12, x86-64, torch 2.11 + CUDA 13) from PyPI.
+#
+# Usage (from the repository root, on a machine with PyPI access):
+#   bench/gpu/fetch_wheels.sh          # .whl/: FlashInfer, apache-tvm-ffi, Liger, fla (~24 MB)
+#   bench/gpu/fetch_wheels.sh --fa4    # also .whl-fa4/: flash-attn-4 and its CuTe DSL (~97 MB, two carries)
+# What each file is for, and how the GPU machine installs them: bench/gpu/WHEELS.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python3}
+
+BASE=(
+  flashinfer-python==0.6.18.post1
+  apache-tvm-ffi==0.1.15.post2
+  liger-kernel==0.8.5
+  fla-core==0.6.0
+)
+FA4=(
+  flash-attn-4==4.0.0b36
+  nvidia-cutlass-dsl==4.8.1
+  nvidia-cutlass-dsl-libs-base==4.8.1
+  nvidia-cutlass-dsl-libs-cu13==4.8.1
+  quack-kernels==0.6.5
+  protobuf==7.36.2
+)
+# The CuTe DSL's compiled MLIR is one 92 MB wheel, more than one call carries: it travels in two parts.
+SPLIT_WHEEL=nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+FIRST_PART_BYTES=$((36 << 20))
+
+download() {
+  local dir=$1
+  shift
+  "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dir" "$@"
+}
+
+rm -rf .whl && mkdir -p .whl
+download .whl "${BASE[@]}"
+
+if [[ ${1:-} == --fa4 ]]; then
+  rm -rf .whl-fa4 && mkdir -p .whl-fa4/1 .whl-fa4/2
+  download .whl-fa4/2 "${FA4[@]}"
+  (cd .whl-fa4/2 && sha256sum "$SPLIT_WHEEL" >SHA256SUMS)
+  head -c "$FIRST_PART_BYTES" ".whl-fa4/2/$SPLIT_WHEEL" >".whl-fa4/1/$SPLIT_WHEEL.part1"
+  tail -c +"$((FIRST_PART_BYTES + 1))" ".whl-fa4/2/$SPLIT_WHEEL" >".whl-fa4/2/$SPLIT_WHEEL.part2"
+  rm ".whl-fa4/2/$SPLIT_WHEEL"
+fi
+
+du -b .whl/* .whl-fa4/*/* 2>/dev/null | awk '{printf "%10.2f MiB  %s\n", $1 / 1048576, $2}'
+for dir in .whl .whl-fa4/1 .whl-fa4/2; do
+  [[ -d $dir ]] && du -sb "$dir" | awk '{printf "%10.2f MiB  %s (total)\n", $1 / 1048576, $2}'
+done
