@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from nodice.bench.score import GBPS, BaselineScore, WorkloadScore
 from nodice.evolution.agents.builtin import BuiltinAgent
 from nodice.evolution.engine import Engine, EvolveSummary
 from nodice.evolution.start import EvolveOptions, prepare_run
@@ -46,3 +47,23 @@ def builtin_run(factory: pytest.TempPathFactory) -> tuple[Path, EvolveSummary, s
     data = json.loads(record.read_text())
     summary = EvolveSummary(**(data["summary"] | {"run_dir": Path(data["summary"]["run_dir"])}))
     return summary.run_dir, summary, data["printed"]
+
+
+def throughput_scores(
+    values: dict[str, float],
+    baselines: dict[str, float],
+    *,
+    unit: str = GBPS,
+    limit: float = 4000.0,
+    bi: str | None = "pass",
+) -> list[dict[str, object]]:
+    """Score dicts as the evaluation service writes them: each workload at ``values[w]`` in ``unit``,
+    every baseline at the same throughput on every workload, the fraction of a ``limit`` ceiling."""
+    out = []
+    for workload, value in values.items():
+        s = WorkloadScore(
+            workload, 1.0, unit=unit, throughput=value, score=value, limit_fraction=value / limit
+        )
+        s.set_baselines({n: BaselineScore(ms=1.0, throughput=t, bi=bi) for n, t in baselines.items()})
+        out.append(s.to_dict())
+    return out

@@ -47,8 +47,11 @@ def test_every_version_is_a_git_commit_with_its_scores(built: BuiltRun) -> None:
         assert _git(root, "cat-file", "-t", v.sha).strip() == "commit"
         message = _git(root, "log", "-1", "--format=%B", v.sha)
         assert f"Nodice-Version: {v.version}" in message and "Nodice-Verdict: pass" in message
+        assert "Nodice-Unit: GB/s" in message and message.splitlines()[0].startswith(f"v{v.version}: ")
+        assert " GB/s geomean" in message.splitlines()[0]
         note = json.loads(_git(root, "notes", "--ref", "nodice", "show", v.sha))
-        assert note["geomean"] == committed[v.attempt].geomean > 0
+        assert note["geomean"] == committed[v.attempt].geomean > 0 and note["unit"] == "GB/s"
+        assert all(s["unit"] == "GB/s" and s["throughput"] == s["score"] > 0 for s in note["scores"])
         assert {s["workload"] for s in note["scores"]} == {"cpu-small", "cpu-wide"}
         # The committed tree holds exactly the source that was judged.
         assert _git(root, "show", f"{v.sha}:workspace/kernel.py") == committed[v.attempt].files["kernel.py"]
@@ -72,9 +75,11 @@ def test_state_file_and_progress_tell_the_story(built: BuiltRun) -> None:
     root, summary, printed = built
     state = json.loads((root / "state.json").read_text())
     assert state["status"] == "finished" and state["evaluations"] == BUILTIN_BUDGET
-    assert state["best"]["geomean"] == summary.best_geomean
+    assert state["best"]["geomean"] == summary.best_geomean and state["best"]["unit"] == "GB/s"
+    assert summary.unit == "GB/s" and summary.best_text().startswith(f"{summary.best_geomean:.4g} GB/s")
     assert state["rejections"].get("bi_violation", 0) >= 1
     assert "small_batch_eager_path: bi_violation" in printed and "best " in printed
+    assert f"best {summary.best_geomean:.4g} GB/s" in printed
 
 
 def test_run_subcommands_for_external_agents(built: BuiltRun) -> None:
@@ -90,9 +95,9 @@ def test_run_subcommands_for_external_agents(built: BuiltRun) -> None:
     assert status.exit_code == 0, status.output
     data = json.loads(status.stdout)
     assert data["evaluations"] == BUILTIN_BUDGET and data["evaluations_left"] == 0
-    assert data["best"]["geomean"] == summary.best_geomean
+    assert data["best"]["geomean"] == summary.best_geomean and data["best"]["unit"] == "GB/s"
     lineage = nodice_run("lineage")
-    assert lineage.exit_code == 0 and lineage.stdout.startswith("v0 ")
+    assert lineage.exit_code == 0 and lineage.stdout.startswith("v0 ") and " GB/s" in lineage.stdout
     diff = nodice_run("show", "1", "--diff")
     assert diff.exit_code == 0 and diff.stdout.startswith("diff --git")
     missing = nodice_run("show", "99")

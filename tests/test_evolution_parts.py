@@ -7,18 +7,24 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from nodice.bench.score import LEGACY_UNIT
 from nodice.evolution.agents.builtin import BuiltinAgent, Memory, Proposal, tags_of
 from nodice.evolution.agents.mutations import param_mutations
 from nodice.evolution.agents.rewrites import CATALOG as REWRITES
 from nodice.evolution.directions import CATALOG as DIRECTIONS
 from nodice.evolution.directions import Direction
+from nodice.evolution.feedback import describe_scores
 from nodice.evolution.journal import Attempt, Intervention, Journal
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.lineage import Lineage, VersionRecord
+from nodice.evolution.progress import Progress, ProgressState
 from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
+from nodice.evolution.scores import ratio_best_of, unit_of
 from nodice.evolution.supervisor import Supervisor, SupervisorConfig, find_trigger
 from tests.conftest import EXAMPLES
+from tests.evolution_helpers import throughput_scores
 
 SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
 
@@ -44,34 +50,103 @@ def _attempt(i: int, outcome: str, label: str = "edit", geomean: float = 0.0, sh
     )
 
 
-def test_lineage_commits_carry_scores_in_trailers_and_notes(tmp_path: Path) -> None:
+def test_lineage_commits_carry_throughput_in_trailers_and_notes(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.create(RunConfig(task="rmsnorm", device="cpu", unit="GB/s"), SEED)
+    lineage = Lineage(run.root)
+    lineage.init()
+    lineage.commit_workspace("run: seed\n")
+    scores = throughput_scores({"cpu-small": 2900.0, "cpu-wide": 3100.0}, {"torch F.rms_norm": 3200.0})
+    rec = VersionRecord(
+        version=3,
+        attempt=1,
+        geomean=2998.3,
+        verdict="pass",
+        stages={"static": "pass", "dynamic": "pass"},
+        scores=scores,
+        description="the seed",
+        agent="seed",
+        created=time.time(),
+        unit="GB/s",
+        ratio_best=ratio_best_of(scores),
+    )
+    sha = lineage.commit_version(rec, 2880.0)
+    message = subprocess.run(
+        ["git", "log", "-1", "--format=%B", sha], cwd=run.root, capture_output=True, text=True, check=True
+    ).stdout
+    subject = message.splitlines()[0]
+    assert subject == "v3: 2998 GB/s geomean (0.94× best baseline) (+4.1% over the best before)"
+    assert "Nodice-Unit: GB/s" in message and "Nodice-Ratio-Best: 0.93" in message
+    assert "Nodice-Scores: cpu-small=2900 cpu-wide=3100" in message
+    [back] = lineage.versions()
+    assert back.sha == sha and back.unit == "GB/s" and back.scores == scores and back.noted
+    assert back.scores[0]["baselines"]["torch F.rms_norm"]["bi"] == "pass"
+    # Without the notes the trailers alone still give the unit, the throughput and the ratio back.
+    subprocess.run(["git", "update-ref", "-d", "refs/notes/nodice"], cwd=run.root, check=True)
+    [bare] = lineage.versions()
+    assert not bare.noted and (bare.version, bare.geomean, bare.unit) == (3, 2998.3, "GB/s")
+    assert bare.ratio_best == pytest.approx(rec.ratio_best, rel=1e-5) and not bare.is_legacy
+    assert bare.scores[1] == {"workload": "cpu-wide", "score": 3100.0, "unit": "GB/s", "throughput": 3100.0}
+    assert unit_of(bare.scores) == "GB/s"
+
+
+def test_old_trailers_and_notes_read_as_speedups(tmp_path: Path) -> None:
+    """Commits from before throughput scores: no Nodice-Unit, notes whose scores have no unit."""
     run = RunDir(tmp_path / "run")
     run.create(RunConfig(task="rmsnorm", device="cpu"), SEED)
     lineage = Lineage(run.root)
     lineage.init()
-    lineage.commit_workspace("run: seed\n")
-    rec = VersionRecord(
-        version=0,
-        attempt=1,
-        geomean=0.25,
-        verdict="pass",
-        stages={"static": "pass", "dynamic": "pass"},
-        scores=[{"workload": "cpu-small", "score": 0.25, "ms": 3.0}],
-        description="the seed",
-        agent="seed",
-        created=time.time(),
-    )
-    sha = lineage.commit_version(rec, None)
-    message = subprocess.run(
-        ["git", "log", "-1", "--format=%B", sha], cwd=run.root, capture_output=True, text=True, check=True
-    ).stdout
-    assert "Nodice-Geomean: 0.25" in message and "Nodice-Scores: cpu-small=0.25" in message
-    [back] = lineage.versions()
-    assert back.sha == sha and back.scores[0]["ms"] == 3.0 and back.stages["dynamic"] == "pass"
-    # Without the notes the trailers alone still give the lineage back.
-    subprocess.run(["git", "update-ref", "-d", "refs/notes/nodice"], cwd=run.root, check=True)
+    old = "v0: geomean 1.35\n\nthe seed\n\nNodice-Version: 0\nNodice-Geomean: 1.35\nNodice-Scores: a=1.35\n"
+    sha = lineage.commit_workspace(old)
     [bare] = lineage.versions()
-    assert bare.version == 0 and bare.geomean == 0.25 and bare.scores[0]["workload"] == "cpu-small"
+    assert bare.is_legacy and bare.geomean == 1.35 and bare.ratio_best is None
+    assert unit_of(bare.scores) == LEGACY_UNIT
+    lineage.add_note(
+        sha,
+        {
+            "version": 0,
+            "attempt": 1,
+            "geomean": 1.35,
+            "verdict": "pass",
+            "stages": {},
+            "scores": [{"workload": "a", "score": 1.35, "ms": 2.0}],
+            "description": "seed",
+            "agent": "seed",
+            "created": 0.0,
+        },
+    )
+    [noted] = lineage.versions()
+    assert noted.noted and noted.is_legacy and noted.scores[0]["ms"] == 2.0
+
+
+def test_feedback_and_live_view_speak_throughput() -> None:
+    """What the agent reads and what the live view prints: throughput, each baseline, ratios, the limit."""
+    seed_scores = throughput_scores({"cpu-small": 2500.0, "cpu-wide": 2700.0}, {"torch F.rms_norm": 3000.0})
+    better = throughput_scores(
+        {"cpu-small": 2800.0, "cpu-wide": 2900.0}, {"torch F.rms_norm": 3000.0, "eager": 1000.0}
+    )
+    geomean = (2800.0 * 2900.0) ** 0.5
+    lines = describe_scores(better, geomean)
+    assert lines[0].startswith(
+        "score: geomean throughput 2850 GB/s (0.95× best baseline, 71% of copy bandwidth)"
+    )
+    assert lines[1] == "  cpu-small: 2800 GB/s in 1 ms, 70% of copy bandwidth"
+    assert "torch F.rms_norm 3000 GB/s (yours is 0.93×, BI pass)" in lines[2]
+    assert "eager 1000 GB/s (yours is 2.80×, BI pass)" in lines[2]
+    assert lines[2].endswith("fastest: torch F.rms_norm, yours is 0.93×")
+
+    console = Console(record=True, width=300, force_terminal=False)
+    progress = Progress(ProgressState("rmsnorm", "builtin", "cpu", budget=4, unit="GB/s"), console)
+    first = _attempt(1, "committed", "seed", geomean=(2500.0 * 2700.0) ** 0.5)
+    first.scores, first.version = seed_scores, 0
+    second = _attempt(2, "committed", "edit", geomean=geomean)
+    second.scores, second.version = better, 1
+    with progress:
+        progress.attempt(first, 1)
+        progress.attempt(second, 2)
+    printed = console.export_text()
+    assert "#2 edit: committed -> v1 geomean 2850 GB/s" in printed
+    assert "best 2850 GB/s (0.95× best baseline, 71% of copy bandwidth) +9.7% over v0" in printed
 
 
 def test_workspace_paths_cannot_escape(tmp_path: Path) -> None:
@@ -215,7 +290,7 @@ def test_reconcile_finishes_what_a_kill_interrupted(tmp_path: Path) -> None:
     run, config, _ = prepare_run(EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu"))
     session = RunSession(run, config)
     try:
-        scores = [{"workload": "cpu-small", "score": 0.5, "ms": 2.0}]
+        scores = throughput_scores({"cpu-small": 0.5}, {"torch F.rms_norm": 2.0})
         seed = _attempt(0, "committing", "seed", geomean=0.5)
         seed.files, seed.scores = {"kernel.py": SEED}, scores
         session.journal.add_attempt(seed)  # recorded, but killed before git had it
@@ -226,6 +301,8 @@ def test_reconcile_finishes_what_a_kill_interrupted(tmp_path: Path) -> None:
         assert (
             v0.attempt == seed.id
             and v0.geomean == 0.5
+            and v0.unit == "GB/s"
+            and v0.ratio_best == 0.25
             and session.journal.attempts()[0].outcome == "committed"
         )
 
@@ -234,7 +311,7 @@ def test_reconcile_finishes_what_a_kill_interrupted(tmp_path: Path) -> None:
         better.files, better.scores = {"kernel.py": SEED + "\n# faster\n"}, scores
         session.journal.add_attempt(better)
         session.run.write_workspace(better.files)
-        rec = VersionRecord(1, better.id, 0.75, "pass", {}, [], "edit", "builtin", 0.0)
+        rec = VersionRecord(1, better.id, 0.75, "pass", {}, [], "edit", "builtin", 0.0, unit="GB/s")
         session.lineage.commit_workspace(rec.message(0.5))  # trailers only: the kill came before the note
         notes = session.reconcile()
         assert any("journal updated" in n for n in notes) and any("note restored" in n for n in notes)

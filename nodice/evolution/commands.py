@@ -101,13 +101,11 @@ def evolve(
         summary = Engine(run, config, ag, console=out).execute()
     except NodiceError as exc:
         _fail(exc.line())
-    gain = ""
-    if summary.first_geomean > 0 and summary.best_geomean > 0 and summary.best_version:
-        gain = f" ({(summary.best_geomean / summary.first_geomean - 1) * 100:+.1f}% over the seed)"
     out.print(
-        f"{summary.evaluations} evaluations, {summary.commits} committed versions; best geomean "
-        f"{summary.best_geomean:.4g}{gain}; stopped: {summary.stop_reason or 'done'}",
+        f"{summary.evaluations} evaluations, {summary.commits} committed versions; best "
+        f"{summary.best_text()}; stopped: {summary.stop_reason or 'done'}",
         highlight=False,
+        soft_wrap=True,
     )
     if report:
         _write_report(summary.run_dir)
@@ -202,6 +200,7 @@ def run_status(
 ) -> None:
     """Best version, evaluations and budget, rejections, the supervisor's current direction."""
     from nodice.evolution.directions import direction
+    from nodice.evolution.scores import standing_text
 
     session = _open_session(run_dir)
     try:
@@ -228,7 +227,8 @@ def run_status(
     print(f"task {status['task']} on {status['device']}")
     print(f"evaluations: {status['evaluations']}, left: {status['evaluations_left']}")
     if best:
-        print(f"best: v{best['version']} geomean {best['geomean']:.4g} — {best['description']}")
+        standing = standing_text(best["geomean"], best.get("unit"), best.get("ratio_best"))
+        print(f"best: v{best['version']} geomean {standing} — {best['description']}")
     print(f"rejections: {status['rejections'] or 'none'}")
     if current:
         print(f"direction: {current} — {status['direction_text']}")

@@ -26,6 +26,7 @@ from nodice.evolution.journal import Attempt
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.progress import Progress, ProgressState
 from nodice.evolution.rundir import RunConfig, RunDir
+from nodice.evolution.scores import standing_text
 from nodice.evolution.session import BudgetExhausted, RunSession
 from nodice.evolution.supervisor import Supervisor, SupervisorConfig, as_direction
 from nodice.evolution.tools import AgentTools
@@ -43,6 +44,18 @@ class EvolveSummary:
     best_geomean: float
     best_version: int | None
     stop_reason: str
+    unit: str = ""
+    best_ratio: float | None = None
+    best_limit_fraction: float | None = None
+
+    def best_text(self) -> str:
+        """``3012 GB/s (0.93× best baseline, 71% of copy bandwidth) +12.0% over v0``."""
+        if self.best_version is None:
+            return "no version committed"
+        text = standing_text(self.best_geomean, self.unit, self.best_ratio, self.best_limit_fraction)
+        if self.first_geomean > 0 and self.best_geomean > 0 and self.best_version:
+            text += f" {(self.best_geomean / self.first_geomean - 1) * 100:+.1f}% over v0"
+        return text
 
 
 class Engine:
@@ -70,7 +83,14 @@ class Engine:
         self._elapsed_before = float(run.load_state().get("elapsed_s", 0.0))
         self._session_start = time.monotonic()
         self.progress = Progress(
-            ProgressState(config.task, config.agent, config.device, config.budget, config.time_budget_s),
+            ProgressState(
+                config.task,
+                config.agent,
+                config.device,
+                config.budget,
+                config.time_budget_s,
+                unit=config.unit or "",
+            ),
             self.console,
         )
         self.session.on_evaluation_start = self.progress.evaluating
@@ -136,7 +156,15 @@ class Engine:
                 "evaluations": self.session.evaluations_done(),
                 "budget": self.config.budget,
                 "commits": len(versions),
-                "best": {"version": best.version, "geomean": best.geomean, "sha": best.sha} if best else None,
+                "best": {
+                    "version": best.version,
+                    "geomean": best.geomean,
+                    "unit": best.unit,
+                    "ratio_best": best.ratio_best,
+                    "sha": best.sha,
+                }
+                if best
+                else None,
                 "first_geomean": versions[0].geomean if versions else 0.0,
                 "rejections": self.session.journal.rejections_by_reason(),
                 "direction": self.session.direction,
@@ -151,12 +179,7 @@ class Engine:
     def _sync_progress(self) -> None:
         versions = self.session.versions()
         self.progress.sync(
-            self.session.evaluations_done(),
-            len(versions),
-            versions[0].geomean if versions else 0.0,
-            versions[-1].geomean if versions else 0.0,
-            versions[-1].version if versions else None,
-            self.session.journal.rejections_by_reason(),
+            self.session.evaluations_done(), versions, self.session.journal.rejections_by_reason()
         )
 
     def _replay(self) -> None:
@@ -205,6 +228,9 @@ class Engine:
             s.best_geomean,
             s.best_version,
             self.stop_reason,
+            s.unit,
+            s.best_ratio,
+            s.best_limit_fraction,
         )
 
     def _loop(self) -> None:

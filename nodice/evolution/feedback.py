@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+from nodice.evolution.scores import limit_text, ratio_text, standing_of, unit_of, value_text
 from nodice.gate.result import CheckResult
-
-
-def score_dicts(scores: list[Any]) -> list[dict[str, Any]]:
-    """Per-workload scores as plain dicts (the evaluation service's dataclasses, or dicts already)."""
-    out: list[dict[str, Any]] = []
-    for s in scores:
-        if dataclasses.is_dataclass(s) and not isinstance(s, type):
-            out.append(dataclasses.asdict(s))
-        elif isinstance(s, dict):
-            out.append(dict(s))
-    return out
 
 
 def stage_verdicts(check: CheckResult) -> dict[str, str]:
@@ -51,18 +40,54 @@ def describe_check(check: CheckResult) -> list[str]:
 
 
 def describe_scores(scores: list[dict[str, Any]], geomean: float) -> list[str]:
+    """The score as throughput, per workload, beside every baseline measured in the same run."""
     if not scores:
         return []
-    lines = [f"score (geomean of per-workload speedup over the reference): {geomean:.4g}"]
+    unit = unit_of(scores)
+    lines = [
+        f"score: geomean throughput {standing_of(scores, geomean)}; higher is better, "
+        "0 as soon as one workload is wrong"
+    ]
     for s in scores:
-        ms = s.get("ms")
-        timing = f"{ms:.3f} ms" if isinstance(ms, (int, float)) else "n/a"
-        lines.append(f"  {s.get('workload', '?')}: score {s.get('score', 0.0):.4g}, {timing}")
+        lines += _describe_workload(s, unit)
+    return lines
+
+
+def _describe_workload(s: dict[str, Any], unit: str | None) -> list[str]:
+    name = s.get("workload", "?")
+    if not s.get("correct", True):
+        return [f"  {name}: 0 (incorrect: {str(s.get('detail', ''))[:160]})"]
+    ms = s.get("ms")
+    timing = f" in {ms:.4g} ms" if isinstance(ms, (int, float)) and ms > 0 else ""
+    fraction = s.get("limit_fraction")
+    limit = f", {limit_text(fraction, unit)}" if isinstance(fraction, (int, float)) else ""
+    lines = [f"  {name}: {value_text(float(s.get('score', 0.0)), unit)}{timing}{limit}"]
+    baselines = s.get("baselines") or {}
+    parts = []
+    for base, b in baselines.items() if isinstance(baselines, dict) else []:
+        if not isinstance(b, dict):
+            continue
+        verdict = f", BI {b['bi']}" if b.get("bi") else ""
+        if not b.get("correct", True) or not b.get("throughput"):
+            parts.append(f"{base} (not comparable: {str(b.get('detail') or 'incorrect')[:80]}{verdict})")
+            continue
+        ratio = ratio_text(float(b.get("ratio") or 0.0))
+        parts.append(f"{base} {value_text(float(b['throughput']), unit)} (yours is {ratio}{verdict})")
+    if parts:
+        best = s.get("best_baseline")
+        versus = s.get("ratio_best")
+        several = len(parts) > 1
+        tail = (
+            f"; fastest: {best}, yours is {ratio_text(versus)}"
+            if several and best and versus is not None
+            else ""
+        )
+        lines.append("      baselines: " + "; ".join(parts) + tail)
     return lines
 
 
 OUTCOME_ADVICE = {
-    "eligible": "passes the whole gate and is at least as fast as the best version: commit it.",
+    "eligible": "passes the whole gate and its geomean throughput is at least the best version's: commit it.",
     "committed": "committed as a new version.",
     "committing": "being committed as a new version.",
     "slower": "passes the gate but is slower than the best version: it will not be committed.",
@@ -75,11 +100,16 @@ OUTCOME_ADVICE = {
 
 
 def feedback_text(
-    check: CheckResult, scores: list[dict[str, Any]], geomean: float, outcome: str, best: float
+    check: CheckResult,
+    scores: list[dict[str, Any]],
+    geomean: float,
+    outcome: str,
+    best: float,
+    best_unit: str | None = None,
 ) -> str:
     lines = describe_check(check)
     lines += describe_scores(scores, geomean)
     if best > 0:
-        lines.append(f"best committed geomean so far: {best:.4g}")
+        lines.append(f"best committed geomean so far: {value_text(best, best_unit or unit_of(scores))}")
     lines.append(f"outcome: {outcome} — {OUTCOME_ADVICE.get(outcome, '')}")
     return "\n".join(lines)

@@ -1,9 +1,13 @@
 """The lineage: every committed version is a git commit of the workspace, carrying its scores.
 
-The commit message holds a human summary and machine trailers (version,
-attempt, geomean, verdict, per-workload scores); a git note under
+The commit message holds a human summary ("v3: 3012 GB/s geomean (0.93× best
+baseline)") and machine trailers (version, attempt, geomean and its unit, the
+ratio to the best baseline, verdict, per-workload throughput); a git note under
 ``refs/notes/nodice`` holds the full record as JSON. Reading the lineage back
 needs nothing but git, so the run can be rebuilt from the repository alone.
+
+A commit without ``Nodice-Unit`` (or a note without ``unit``) was written
+before throughput scores: its geomean is a speedup over the reference.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodice.bench.score import LEGACY_UNIT
 from nodice.errors import NodiceError
+from nodice.evolution.scores import ratio_text, unit_of, value_text
 
 NOTES_REF = "nodice"
 # Identity and settings that make commits work on any machine, whatever its git config.
@@ -50,6 +56,10 @@ class VersionRecord:
     sha: str = ""
     parent_version: int | None = None
     files: list[str] = field(default_factory=list)
+    # What ``geomean`` and the scores are measured in: TFLOP/s, GB/s, or LEGACY_UNIT for old records.
+    unit: str = ""
+    # Geomean of the per-workload ratios to the fastest baseline (None when a workload had none).
+    ratio_best: float | None = None
     # False when read back from the trailers alone (its note was lost to a kill before it was written).
     noted: bool = field(default=True, compare=False)
 
@@ -60,6 +70,8 @@ class VersionRecord:
             ("Nodice-Version", str(self.version)),
             ("Nodice-Attempt", str(self.attempt)),
             ("Nodice-Geomean", f"{self.geomean:.6g}"),
+            ("Nodice-Unit", self.unit or "-"),
+            ("Nodice-Ratio-Best", "-" if self.ratio_best is None else f"{self.ratio_best:.6g}"),
             ("Nodice-Verdict", self.verdict),
             ("Nodice-Stages", stages or "-"),
             ("Nodice-Scores", scores or "-"),
@@ -71,7 +83,8 @@ class VersionRecord:
             gain = f" ({(self.geomean / best_before - 1) * 100:+.1f}% over the best before)"
         else:
             gain = ""
-        subject = f"v{self.version}: geomean {self.geomean:.4g}{gain}"
+        versus = "" if self.ratio_best is None else f" ({ratio_text(self.ratio_best)} best baseline)"
+        subject = f"v{self.version}: {value_text(self.geomean, self.unit)} geomean{versus}{gain}"
         body = self.description.strip() or "(no description)"
         trailers = "\n".join(f"{k}: {v}" for k, v in self.trailers())
         return f"{subject}\n\n{body}\n\n{trailers}\n"
@@ -81,9 +94,16 @@ class VersionRecord:
         d.pop("noted")
         return d
 
+    @property
+    def is_legacy(self) -> bool:
+        return self.unit == LEGACY_UNIT
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VersionRecord:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        rec = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        if "unit" not in d:
+            rec.unit = unit_of(rec.scores) or LEGACY_UNIT
+        return rec
 
 
 class Lineage:
@@ -210,10 +230,16 @@ def _from_trailers(body: str) -> VersionRecord | None:
             trailers[key] = value.strip()
     if "Nodice-Version" not in trailers:
         return None
-    scores = []
+    # Without Nodice-Unit the commit predates throughput scores: its numbers are speedups.
+    unit = trailers.get("Nodice-Unit")
+    ratio = trailers.get("Nodice-Ratio-Best", "-")
+    scores: list[dict[str, Any]] = []
     for item in trailers.get("Nodice-Scores", "").split():
         name, _, val = item.partition("=")
-        scores.append({"workload": name, "score": float(val or 0)})
+        score: dict[str, Any] = {"workload": name, "score": float(val or 0)}
+        if unit is not None:
+            score |= {"unit": unit, "throughput": score["score"]}
+        scores.append(score)
     stages = dict(s.partition("=")[::2] for s in trailers.get("Nodice-Stages", "").split() if "=" in s)
     return VersionRecord(
         version=int(trailers["Nodice-Version"]),
@@ -225,4 +251,6 @@ def _from_trailers(body: str) -> VersionRecord | None:
         description=body.split("\n\n", 2)[1] if body.count("\n\n") >= 2 else "",
         agent=trailers.get("Nodice-Agent", ""),
         created=0.0,
+        unit=LEGACY_UNIT if unit is None else ("" if unit == "-" else unit),
+        ratio_best=None if ratio in ("", "-") else float(ratio),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nodice.evolution.scores import score_brief, standing_text
 from nodice.evolution.session import RunSession
 
 ROLE = """\
@@ -11,7 +12,8 @@ diagnostics, edit the kernel in the workspace, evaluate it, and commit it when i
 
 The commit rule is enforced by the run, not by you: a version is committed only if it passes the \
 whole batch-invariance gate (static analysis, reference correctness, dynamic validation) with a \
-benchmark, and its geometric-mean score is at least the best committed so far.
+benchmark, and its score — the geometric mean of its throughput over the task's workloads — is at \
+least the best committed so far.
 
 Batch invariance: a sample's output must be bitwise identical whatever batch it runs in (any batch \
 size, any batchmates, any position). Never choose tile sizes, split counts, algorithms or code \
@@ -47,7 +49,8 @@ def run_summary(session: RunSession) -> str:
     ]
     if versions:
         best = versions[-1]
-        lines.append(f"best version: v{best.version}, geomean {best.geomean:.4g} ({best.description})")
+        standing = standing_text(best.geomean, best.unit, best.ratio_best)
+        lines.append(f"best version: v{best.version}, geomean {standing} ({best.description})")
         lines.append(f"committed versions: {len(versions)}")
     else:
         lines.append("no version committed yet: the seed did not pass, make it pass first")
@@ -65,7 +68,8 @@ def task_brief(session: RunSession) -> str:
     d = task.describe()
     return (
         f"Task: {d['name']} — {d['signature']}\n"
-        f"Sample that must be invariant: {d['sample']}. Device: {session.config.device}."
+        f"Sample that must be invariant: {d['sample']}. Device: {session.config.device}.\n"
+        f"{score_brief(task.unit)}"
     )
 
 

@@ -71,6 +71,8 @@ class RunConfig:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     stagnation_window: int = 6
     rng_seed: int = 0
+    # The unit the run's scores are in (TFLOP/s or GB/s); None in run.json files written before units.
+    unit: str | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

@@ -1,10 +1,13 @@
 """One open run: evaluate workspace snapshots and commit them under the commit rule.
 
 The commit rule: a version is committed only if it passes the whole gate
-(static, correctness, dynamic) with a benchmark, and its geometric-mean score
-is at least the best committed so far. Every path to a commit — the built-in
-operator, an LLM's ``commit`` tool, ``nodice run commit`` from an external
-agent — goes through :meth:`RunSession.commit`, so no agent can bypass it.
+(static, correctness, dynamic) with a benchmark, and its geometric-mean
+throughput is at least the best committed so far. Every path to a commit — the
+built-in operator, an LLM's ``commit`` tool, ``nodice run commit`` from an
+external agent — goes through :meth:`RunSession.commit`, so no agent can bypass
+it. Geomeans are compared in one unit only: a run whose lineage was scored in
+another (or as speedups, by an older nodice) is refused before anything is
+evaluated.
 """
 
 from __future__ import annotations
@@ -18,10 +21,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nodice.errors import NodiceError
-from nodice.evolution.feedback import feedback_text, score_dicts, stage_verdicts
+from nodice.evolution.feedback import feedback_text, stage_verdicts
 from nodice.evolution.journal import Attempt, Journal
 from nodice.evolution.lineage import Lineage, VersionRecord
 from nodice.evolution.rundir import KERNEL_FILE, RunConfig, RunDir
+from nodice.evolution.scores import (
+    ratio_best_of,
+    refuse_incomparable,
+    score_dicts,
+    standing_text,
+    task_unit,
+    unit_of,
+    value_text,
+)
 
 if TYPE_CHECKING:
     from nodice.evaluation import Evaluator
@@ -57,6 +69,7 @@ class RunSession:
         self._evaluator = evaluator
         self._owns_evaluator = evaluator is None
         self.direction = ""
+        self._unit = config.unit
         # Called as listener(event, attempt) with event "attempt" or "commit".
         self.listeners: list[Callable[[str, Attempt], None]] = []
         # Called with an evaluation's label when it starts (the live view shows it).
@@ -84,6 +97,18 @@ class RunSession:
         self.journal.close()
 
     # ---- lineage views -------------------------------------------------------------
+    @property
+    def unit(self) -> str:
+        """The unit every score of this run is in: the task's (TFLOP/s or GB/s)."""
+        if self._unit is None:
+            self._unit = task_unit(self.config.task)
+        return self._unit
+
+    def check_comparable(self, versions: list[VersionRecord] | None = None) -> None:
+        """Refuse to go on when a committed version was scored in another unit than the task's."""
+        versions = self.versions() if versions is None else versions
+        refuse_incomparable(str(self.run.root), [v.unit for v in versions], self.unit)
+
     def versions(self) -> list[VersionRecord]:
         return self.lineage.versions()
 
@@ -91,10 +116,6 @@ class RunSession:
         """The latest committed version; by the commit rule it is also the fastest."""
         versions = self.versions()
         return versions[-1] if versions else None
-
-    def best_geomean(self) -> float:
-        best = self.best()
-        return best.geomean if best else 0.0
 
     def best_files(self) -> dict[str, str]:
         """Sources of the best version (the seed commit when nothing passed yet)."""
@@ -130,6 +151,7 @@ class RunSession:
         files = self.run.workspace_files() if files is None else files
         if KERNEL_FILE not in files:
             raise NodiceError(f"the workspace has no {KERNEL_FILE}")
+        self.check_comparable()
         if self.on_evaluation_start is not None:
             self.on_evaluation_start(label or "edit")
         snapshot = self.run.snapshot(files)
@@ -148,7 +170,8 @@ class RunSession:
         elapsed = time.perf_counter() - t0
         scores = score_dicts(list(ev.scores))
         geomean = float(ev.geomean) if ev.verdict == "pass" and bench else 0.0
-        best = self.best_geomean()
+        best_version = self.best()
+        best = best_version.geomean if best_version else 0.0
         outcome = self._outcome(ev.verdict, bench, geomean, best)
         if outcome == "eligible" and commit_if_eligible:
             outcome = "committing"  # reconciled into a commit if the process dies before git has it
@@ -167,7 +190,9 @@ class RunSession:
             geomean=geomean,
             scores=scores,
             stages=stage_verdicts(check),
-            feedback=feedback_text(check, scores, geomean, outcome, best),
+            feedback=feedback_text(
+                check, scores, geomean, outcome, best, best_version.unit if best_version else self.unit
+            ),
             outcome=outcome,
             best_before=best,
             direction=self.direction,
@@ -222,13 +247,16 @@ class RunSession:
                 self._mark_committed(attempt, existing)
                 return CommitResult(True, f"attempt #{attempt.id} was already committed", attempt)
             versions = self.versions()
+            unit = unit_of(attempt.scores) or self.unit
+            refuse_incomparable(str(self.run.root), [v.unit for v in versions], unit)
             best = versions[-1].geomean if versions else 0.0
             if attempt.geomean <= 0 or attempt.geomean < best:
                 self.journal.set_outcome(attempt.id, "slower")
                 attempt.outcome = "slower"
                 return CommitResult(
                     False,
-                    f"refused: geomean {attempt.geomean:.4g} is below the best committed {best:.4g}",
+                    f"refused: geomean {value_text(attempt.geomean, unit)} is below the best committed "
+                    f"{value_text(best, unit)}",
                     attempt,
                 )
             record = VersionRecord(
@@ -243,6 +271,8 @@ class RunSession:
                 created=time.time(),
                 parent_version=versions[-1].version if versions else None,
                 files=sorted(attempt.files),
+                unit=unit,
+                ratio_best=ratio_best_of(attempt.scores),
             )
             current = self.run.workspace_files()
             self.run.write_workspace(attempt.files)
@@ -252,9 +282,8 @@ class RunSession:
             if current != attempt.files and current:
                 # The agent kept editing after this snapshot: give it its work back, uncommitted.
                 self.run.write_workspace(current)
-        return CommitResult(
-            True, f"committed v{record.version} (geomean {record.geomean:.4g})", attempt, record
-        )
+        standing = standing_text(record.geomean, record.unit, record.ratio_best)
+        return CommitResult(True, f"committed v{record.version} (geomean {standing})", attempt, record)
 
     def _mark_committed(self, attempt: Attempt, sha: str, version: int | None = None) -> None:
         if version is None:

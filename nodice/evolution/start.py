@@ -1,4 +1,9 @@
-"""Create a run directory, or reopen one and apply the options given on resume."""
+"""Create a run directory, or reopen one and apply the options given on resume.
+
+A run is resumed only if its committed versions were scored in the unit its
+task scores in now; one scored by an older nodice (speedup over the reference)
+is refused before anything in it is touched.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from pathlib import Path
 from nodice.errors import DeviceError, UnknownTaskError
 from nodice.evolution.lineage import Lineage
 from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
+from nodice.evolution.scores import refuse_incomparable, task_unit
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = PACKAGE_DIR / "examples"
@@ -78,12 +84,17 @@ def existing_config(opts: EvolveOptions) -> RunConfig | None:
 def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
     """The run directory and its configuration; True when an existing run is resumed."""
     check_task_name(opts.task)  # an unknown task fails here, before anything is written
-    run = RunDir(opts.run_dir or default_run_dir(opts.task))
+    shown = opts.run_dir or default_run_dir(opts.task)
+    run = RunDir(shown)
     resumed = run.exists()
     if resumed:
         config = run.load_config()
         if config.task != opts.task:
             raise RunDirError(f"{run.root} is a run of task '{config.task}', not '{opts.task}'")
+        config.unit = config.unit or task_unit(opts.task)
+        if (run.root / ".git").is_dir():
+            units = [v.unit for v in Lineage(run.root).versions()]
+            refuse_incomparable(str(shown), units, config.unit)
         if opts.device and opts.device != config.device:
             raise RunDirError(
                 f"{run.root} runs on {config.device}; scores on {opts.device} would not compare "
@@ -121,6 +132,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             base_url=opts.base_url,
             rng_seed=opts.rng_seed or 0,
             stagnation_window=opts.stagnation_window or 6,
+            unit=task_unit(opts.task),
         )
         run.create(config, seed_source(opts.task, opts.seed))
     lineage = Lineage(run.root)

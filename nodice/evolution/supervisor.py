@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from nodice.evolution.directions import CATALOG, Direction
 from nodice.evolution.journal import Attempt, Intervention
+from nodice.evolution.scores import standing_of
 from nodice.evolution.session import GATE_REJECTIONS
 
 
@@ -61,7 +62,8 @@ def review_trajectory(attempts: list[Attempt], interventions: list[Intervention]
         first, best = committed[0], committed[-1]
         gain = (best.geomean / first.geomean - 1) * 100 if first.geomean > 0 else 0.0
         lines.append(
-            f"best geomean {best.geomean:.4g} (v{best.version}), {gain:+.1f}% over v{first.version}."
+            f"best geomean {standing_of(best.scores, best.geomean)} (v{best.version}), "
+            f"{gain:+.1f}% over v{first.version}."
         )
         lines.append("committed: " + "; ".join(a.label for a in committed[-6:]))
     recent = attempts[-8:]

@@ -18,6 +18,7 @@ from nodice.evolution.journal import Attempt
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.profiling import profile_candidate
 from nodice.evolution.rundir import KERNEL_FILE
+from nodice.evolution.scores import score_brief, standing_text
 from nodice.evolution.session import RunSession
 
 _MAX_READ = 60_000
@@ -48,7 +49,11 @@ def _schema(required: list[str] | None = None, **props: tuple[str, str]) -> dict
 
 
 SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec("task_info", "The task: kernel signature, workloads, how the score is computed.", _schema()),
+    ToolSpec(
+        "task_info",
+        "The task: kernel signature, workloads, the unit the score is measured in (TFLOP/s or GB/s).",
+        _schema(),
+    ),
     ToolSpec("list_files", "List the workspace's source files.", _schema()),
     ToolSpec(
         "read_file",
@@ -78,8 +83,10 @@ SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "benchmark",
-        "Run the whole gate and the benchmark on the workspace: verdict, per-workload scores, geomean, "
-        "and whether it may be committed. Costs one evaluation of the budget.",
+        "Run the whole gate and the benchmark on the workspace: verdict, per-workload throughput beside "
+        "every library baseline's (and the ratio to each), the geomean throughput, its ratio to the "
+        "fastest baseline, the fraction of the device's limit reached, and whether it may be committed. "
+        "Costs one evaluation of the budget.",
         _schema(),
     ),
     ToolSpec("profile", "Profile the workspace kernel on the GPU (top device kernels).", _schema()),
@@ -88,7 +95,11 @@ SPECS: tuple[ToolSpec, ...] = (
         "Search the knowledge base (Triton on Hopper, BI repairs, online softmax, split-KV, tiling).",
         _schema(["query"], query=("string", "keywords")),
     ),
-    ToolSpec("list_lineage", "Committed versions with their scores, oldest first.", _schema()),
+    ToolSpec(
+        "list_lineage",
+        "Committed versions with their geomean and per-workload throughput, oldest first.",
+        _schema(),
+    ),
     ToolSpec(
         "show_version",
         "The source of a committed version, or its diff against its parent.",
@@ -101,7 +112,7 @@ SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "commit",
         "Commit the workspace as a new version. Allowed only if it passes the whole gate and its "
-        "geomean is at least the best so far; unbenchmarked sources are evaluated first.",
+        "geomean throughput is at least the best so far; unbenchmarked sources are evaluated first.",
         _schema(["message"], message=("string", "what changed and why it is faster")),
     ),
 )
@@ -160,8 +171,8 @@ class AgentTools:
             f"signature: {d['signature']}\n"
             f"device: {device} (on cpu, Triton runs under its interpreter in float32)\n"
             f"workloads: {json.dumps(d['workloads'])}\n"
-            "score: per workload, the speedup over the task's reference; the headline is the geometric "
-            "mean. A candidate that fails the gate scores 0 and is never committed."
+            f"{score_brief(task.unit)}\n"
+            "A candidate that fails the gate is never committed."
         )
 
     def list_files(self) -> str:
@@ -226,8 +237,9 @@ class AgentTools:
             return "no committed version yet"
         lines = []
         for v in versions:
-            scores = ", ".join(f"{s['workload']}={s.get('score', 0):.3g}" for s in v.scores)
-            lines.append(f"v{v.version} {v.sha[:10]} geomean {v.geomean:.4g} [{scores}] — {v.description}")
+            scores = ", ".join(f"{s['workload']}={s.get('score', 0):.4g}" for s in v.scores)
+            standing = standing_text(v.geomean, v.unit, v.ratio_best)
+            lines.append(f"v{v.version} {v.sha[:10]} geomean {standing} [{scores}] — {v.description}")
         return "\n".join(lines)
 
     def show_version(self, version: int, diff: bool = False) -> str:
