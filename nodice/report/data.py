@@ -1,4 +1,10 @@
-"""Everything a report shows, read from a run directory (git lineage, journal, configuration)."""
+"""Everything a report shows, read from a run directory (git lineage, journal, configuration).
+
+Scores are throughput in the run's unit (TFLOP/s or GB/s) beside each baseline
+measured in the same run. Runs scored by an older nodice (speedup over the
+reference, ``legacy``) are read as they were written, with their baselines
+converted to speedups by :func:`baseline_entries`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from nodice.errors import NodiceError
 from nodice.evolution.journal import Attempt, Intervention, Journal
 from nodice.evolution.lineage import Lineage, VersionRecord
 from nodice.evolution.rundir import KERNEL_FILE, RunConfig, RunDir
+from nodice.evolution.scores import BaselineLevel, baseline_levels_of, is_legacy, parse, unit_of
 
 
 class ReportError(NodiceError):
@@ -42,8 +49,59 @@ class RunData:
                     names.append(str(s.get("workload")))
         return names
 
-    def baselines(self) -> dict[str, float]:
-        """Geomean score of each baseline the evaluation service measured (the reference is 1.0)."""
+    @property
+    def unit(self) -> str | None:
+        """What the run's scores are in: run.json's unit, else that of the newest scored record."""
+        if self.config.unit:
+            return self.config.unit
+        records = [v.record.scores for v in reversed(self.versions)]
+        records += [a.scores for a in reversed(self.attempts)]
+        return next((u for u in map(unit_of, records) if u), None)
+
+    @property
+    def legacy(self) -> bool:
+        """Scored as speedup over the reference by an older nodice (or never scored in a known unit)."""
+        return self.unit is None or is_legacy(self.unit)
+
+    def in_unit(self, a: Attempt) -> bool:
+        """The attempt's geomean is in the run's unit (a resumed run may hold older, unit-less attempts)."""
+        return self.legacy or unit_of(a.scores) in (None, self.unit)
+
+    def baseline_source(self) -> Attempt | None:
+        """The latest benchmarked attempt in the run's unit whose baselines cover every workload."""
+        return next(
+            (
+                a
+                for a in reversed(self.attempts)
+                if a.scores and self.in_unit(a) and baseline_levels_of(a.scores)
+            ),
+            None,
+        )
+
+    def baseline_levels(self) -> list[BaselineLevel]:
+        """Each baseline's geomean throughput (and BI verdict) in the latest benchmarked attempt."""
+        source = self.baseline_source()
+        return baseline_levels_of(source.scores) if source else []
+
+    def workload_baselines(self) -> dict[str, dict[str, Any]]:
+        """Per workload, that attempt's baselines as stored (``{name: {throughput, ratio, bi, …}}``)."""
+        source = self.baseline_source()
+        if source is None:
+            return {}
+        return {str(s.get("workload")): dict(s.get("baselines") or {}) for s in source.scores}
+
+    def fastest_baselines(self) -> dict[str, tuple[str, float]]:
+        """Per workload, the fastest correct baseline of that attempt and its throughput."""
+        source = self.baseline_source()
+        scores = parse(source.scores) if source else []
+        return {
+            s.workload: (s.best_baseline, s.baselines[s.best_baseline].throughput)
+            for s in scores
+            if s.best_baseline in s.baselines
+        }
+
+    def legacy_baselines(self) -> dict[str, float]:
+        """Legacy runs: geomean speedup of each baseline over the reference (the reference is 1.0)."""
         per_name: dict[str, list[float]] = {"reference": []}
         source = next((a for a in reversed(self.attempts) if a.scores and a.bench), None)
         if source is None:

@@ -7,6 +7,15 @@ import datetime
 import html
 from pathlib import Path
 
+from nodice.evolution.lineage import VersionRecord
+from nodice.evolution.scores import (
+    LIMIT_NAMES,
+    limit_fraction_of,
+    limit_text,
+    percent_text,
+    ratio_text,
+    value_text,
+)
 from nodice.report.data import RunData
 
 _CSS = """
@@ -52,6 +61,29 @@ def _diff_html(diff: str) -> str:
     return "<pre>" + "\n".join(lines) + "</pre>"
 
 
+def _value(data: RunData, value: float) -> str:
+    """``3012 GB/s``; a bare speedup for legacy runs, as their reports always showed it."""
+    return f"{value:.4g}" if data.legacy else value_text(value, data.unit)
+
+
+def _best_line(data: RunData, best: VersionRecord | None) -> str:
+    """One sentence: the best version's geomean, its ratio to the fastest baseline, its share of the limit."""
+    if best is None:
+        return ""
+    if data.legacy:
+        return (
+            f"<p>Best: v{best.version} at a geomean speedup of {best.geomean:.4g} over the reference "
+            "(scored by an older nodice).</p>"
+        )
+    parts = [f"Best: v{best.version} at <b>{_e(_value(data, best.geomean))}</b> geomean"]
+    if best.ratio_best is not None:
+        parts.append(f"{_e(ratio_text(best.ratio_best))} the fastest baseline")
+    fraction = limit_fraction_of(best.scores)
+    if fraction is not None:
+        parts.append(f"{_e(limit_text(fraction, data.unit))} (measured on the device)")
+    return '<p class="best">' + ", ".join(parts) + ".</p>"
+
+
 def _summary(data: RunData) -> str:
     versions = [v.record for v in data.versions]
     best = versions[-1] if versions else None
@@ -59,8 +91,18 @@ def _summary(data: RunData) -> str:
     if best and versions[0].geomean > 0:
         gain = f"{(best.geomean / versions[0].geomean - 1) * 100:+.1f}% over v{versions[0].version}"
     rejected = sum(1 for a in data.attempts if a.rejection and a.rejection != "slower")
-    cards = [
-        ("best geomean", f"{best.geomean:.4g}" if best else "—", gain),
+    cards = [("best geomean", _value(data, best.geomean) if best else "—", gain)]
+    if not data.legacy:
+        fraction = limit_fraction_of(best.scores) if best else None
+        ratio = best.ratio_best if best else None
+        cards.append(
+            (
+                "against the fastest baseline",
+                ratio_text(ratio) if ratio is not None else "—",
+                limit_text(fraction, data.unit) if fraction is not None else "",
+            )
+        )
+    cards += [
         ("evaluations", str(len(data.attempts)), f"budget {data.config.budget or '∞'}"),
         ("committed versions", str(len(versions)), f"best v{best.version}" if best else ""),
         ("rejected by the gate", str(rejected), "BI, correctness, cheats, errors"),
@@ -73,10 +115,76 @@ def _summary(data: RunData) -> str:
             for t, v, s in cards
         )
         + "</div>"
+        + _best_line(data, best)
     )
 
 
 def _workload_table(data: RunData) -> str:
+    return _legacy_workload_table(data) if data.legacy else _throughput_table(data)
+
+
+def _throughput_cell(data: RunData, s: dict[str, object]) -> str:
+    """Throughput, then its ratio to the fastest baseline, its share of the limit and its time."""
+    if not s:
+        return "<td class='num'>—</td>"
+    if not s.get("correct", True):
+        why = _e(str(s.get("detail", ""))[:80])
+        return f"<td class='num'>0<br><span class='sub'>incorrect: {why}</span></td>"
+    details = []
+    ratio, fastest = s.get("ratio_best"), s.get("best_baseline")
+    if isinstance(ratio, (int, float)):
+        details.append(f"{ratio_text(ratio)} {fastest}" if fastest else ratio_text(ratio))
+    fraction = s.get("limit_fraction")
+    if isinstance(fraction, (int, float)):
+        details.append(f"{percent_text(fraction)} of limit")
+    ms = s.get("ms")
+    if isinstance(ms, (int, float)) and ms > 0:
+        details.append(f"{ms:.3f} ms")
+    score = s.get("score", 0.0)
+    value = f"{score:.4g}" if isinstance(score, (int, float)) else "—"
+    sub = f"<br><span class='sub'>{_e(' · '.join(details))}</span>" if details else ""
+    return f"<td class='num'>{value}{sub}</td>"
+
+
+def _baseline_cell(b: object) -> str:
+    value = b.get("throughput") if isinstance(b, dict) else None
+    ms = b.get("ms") if isinstance(b, dict) else None
+    timing = f"<br><span class='sub'>{ms:.3f} ms</span>" if isinstance(ms, (int, float)) and ms else ""
+    shown = f"{value:.4g}" if isinstance(value, (int, float)) else "—"
+    return f"<td class='num'>{shown}{timing}</td>"
+
+
+def _throughput_table(data: RunData) -> str:
+    names = data.workloads
+    head = "".join(f"<th>{_e(n)}</th>" for n in names)
+    rows = []
+    for v in data.versions:
+        r = v.record
+        by = {s["workload"]: s for s in r.scores}
+        cells = "".join(_throughput_cell(data, by.get(n, {})) for n in names)
+        ratio = ratio_text(r.ratio_best) if r.ratio_best is not None else "—"
+        fraction = limit_fraction_of(r.scores)
+        limit = percent_text(fraction) if fraction is not None else "—"
+        rows.append(
+            f"<tr><td>v{r.version}</td><td class='num'>{r.geomean:.4g}</td><td class='num'>{ratio}</td>"
+            f"<td class='num'>{limit}</td>{cells}</tr>"
+        )
+    per_workload = data.workload_baselines()
+    for level in data.baseline_levels():
+        verdict = f" (BI: {level.bi})" if level.bi else ""
+        measured = "".join(_baseline_cell(per_workload.get(n, {}).get(level.name)) for n in names)
+        rows.append(
+            f"<tr class='sub'><td>baseline: {_e(level.name)}{_e(verdict)}</td>"
+            f"<td class='num'>{level.value:.4g}</td><td></td><td></td>{measured}</tr>"
+        )
+    unit = _e(data.unit or "")
+    return (
+        f"<table><tr><th>version</th><th>geomean ({unit})</th><th>× fastest baseline</th>"
+        f"<th>of limit</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _legacy_workload_table(data: RunData) -> str:
     names = data.workloads
     head = "".join(f"<th>{_e(n)}</th>" for n in names)
     rows = []
@@ -92,7 +200,7 @@ def _workload_table(data: RunData) -> str:
             f"<tr><td>v{v.record.version}</td><td class='num'>{v.record.geomean:.4g}</td>"
             f"{''.join(cells)}</tr>"
         )
-    baselines = data.baselines()
+    baselines = data.legacy_baselines()
     base_rows = "".join(
         f"<tr><td colspan='2'>baseline: {_e(k)}</td><td colspan='{len(names)}'>geomean {val:.4g}</td></tr>"
         for k, val in sorted(baselines.items())
@@ -105,11 +213,15 @@ def _versions(data: RunData) -> str:
     for v in reversed(data.versions):
         r = v.record
         stages = ", ".join(f"{k}: {val}" for k, val in r.stages.items())
-        scores = ", ".join(f"{s['workload']} {s.get('score', 0.0):.4g}" for s in r.scores)
+        scores = ", ".join(f"{s['workload']} {_value(data, s.get('score', 0.0))}" for s in r.scores)
+        versus = ""
+        if not data.legacy and r.ratio_best is not None:
+            versus = f" ({ratio_text(r.ratio_best)} best baseline)"
         body = _diff_html(v.diff) if v.diff.strip() else "<pre>" + _e(v.source) + "</pre>"
         label = "diff against the previous version" if v.diff.strip() else "source"
         parts.append(
-            f"<h3>v{r.version} — geomean {r.geomean:.4g} <span class='sub'>({_e(r.sha[:10])}, {_e(r.agent)})"
+            f"<h3>v{r.version} — geomean {_e(_value(data, r.geomean))}{_e(versus)} "
+            f"<span class='sub'>({_e(r.sha[:10])}, {_e(r.agent)})"
             f"</span></h3><p>{_e(r.description)}</p>"
             f"<p class='sub'>gate: {_e(stages)}<br>scores: {_e(scores)}</p>"
             f"<details><summary>{label}</summary>{body}</details>"
@@ -123,7 +235,9 @@ def _rejections(data: RunData) -> str:
         if not a.rejection:
             continue
         reason = a.reason or (
-            f"geomean {a.geomean:.4g} below the best {a.best_before:.4g}" if a.outcome == "slower" else ""
+            f"geomean {_value(data, a.geomean)} below the best {_value(data, a.best_before)}"
+            if a.outcome == "slower"
+            else ""
         )
         rows.append(
             f"<tr><td>#{a.id}</td><td>{_e(a.agent)}</td><td>{_e(a.label)}</td>"
@@ -153,6 +267,21 @@ def _interventions(data: RunData) -> str:
     )
 
 
+def _score_note(data: RunData) -> str:
+    if data.legacy:
+        return (
+            "Score = speedup over the task's reference on each workload; the headline is their "
+            "geometric mean (this run was scored by an older nodice)."
+        )
+    limit = LIMIT_NAMES.get(data.unit or "", "limit")
+    return _e(
+        f"Score = the kernel's throughput in {data.unit} on each workload; the headline is their "
+        "geometric mean. Under each: the ratio to the fastest baseline measured in the same run, the "
+        f"fraction of the device's measured {limit}, and the median time. Baseline rows give each "
+        "library's own throughput and its batch-invariance verdict."
+    )
+
+
 def render(data: RunData, images: dict[str, Path]) -> str:
     c = data.config
     stamp = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -168,8 +297,7 @@ run {_e(c.run_id)} · written {stamp}</p>
 <h2>Running best against the baselines</h2>
 {_img(images["trajectory"], "running-best geomean over evaluations")}
 <h2>Per-workload scores</h2>
-<p class="sub">Score = speedup over the task's reference on each workload;
-the headline is their geometric mean.</p>
+<p class="sub">{_score_note(data)}</p>
 {_workload_table(data)}
 {_img(images["workloads"], "per-workload scores of the committed versions")}
 <h2>Committed versions</h2>
