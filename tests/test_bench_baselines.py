@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 from nodice.bench.baselines import (
     BaselineUnavailable,
+    Prepared,
     audit_baseline,
     baselines_for,
     find_baseline,
@@ -163,6 +165,21 @@ def test_audit_skips_a_probe_dtype_the_library_rejects() -> None:
     result = audit_baseline("rmsnorm", fp32_only, CPU, seed=0, dtypes=[torch.float32, torch.float16])
     assert result.verdict == "pass" and result.dtypes == ("float32",)
     assert "skipped float16 not accepted: TypeError: torch.float16 is not supported" in result.detail
+
+
+def test_audit_skips_dtypes_a_library_declares_it_lacks_without_calling_it() -> None:
+    seen: list[torch.dtype] = []
+
+    def prepare(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Callable[[], torch.Tensor]:
+        seen.append(x.dtype)
+        return lambda: _rms_norm(x, weight, eps)
+
+    impl = Prepared(prepare, "fp32 library", dtypes=(torch.float32,))
+    result = audit_baseline("rmsnorm", impl, CPU, seed=0, dtypes=[torch.float32, torch.float16])
+    assert (
+        result.verdict == "pass" and "float16 not accepted: the library takes float32 only" in result.detail
+    )
+    assert set(seen) == {torch.float32}
 
 
 def test_audit_of_a_library_that_fails_in_the_task_dtype_is_an_error() -> None:

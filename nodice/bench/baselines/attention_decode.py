@@ -34,7 +34,8 @@ SPLIT_TOKENS = 2048
 # FlashInfer's float workspace (split partial outputs and their LSEs); zeroed before first use.
 WORKSPACE_BYTES = 256 << 20
 
-DecodeArgs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float]
+# FlashInfer's attention kernels are instantiated for 16-bit inputs only.
+HALF_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def split_pages(page_size: int) -> int:
@@ -91,7 +92,7 @@ def flashinfer_decode(split: str) -> Callable[[], Callable[..., Any]]:
 
             return call
 
-        return Prepared(prepare, f"flashinfer_decode_{split}_split")
+        return Prepared(prepare, f"flashinfer_decode_{split}_split", HALF_DTYPES)
 
     return load
 

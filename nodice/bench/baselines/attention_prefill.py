@@ -81,7 +81,7 @@ def load_flash_attn_4() -> Callable[..., Any]:
 
         return call
 
-    return Prepared(prepare, "flash_attn_4")
+    return Prepared(prepare, "flash_attn_4", (torch.bfloat16, torch.float16))
 
 
 BASELINES: dict[str, tuple[Baseline, ...]] = {

@@ -49,6 +49,9 @@ def rejected_dtype(
     task: Task, impl: Callable[..., Any], device: torch.device, dtype: torch.dtype, seed: int
 ) -> str:
     """Why ``impl`` does not run one sample of ``task`` in ``dtype`` ("" when it does)."""
+    declared = getattr(impl, "dtypes", None)
+    if declared is not None and dtype not in declared:
+        return f"the library takes {', '.join(dtype_name(d) for d in declared)} only"
     gen = torch.Generator().manual_seed(seed)
     problem = task.problem(gen, device, dtype)
     args = task.compose(problem, task.samples(problem, gen, 1), gen)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import torch
+
 from nodice.errors import BaselineUnavailable
 
 __all__ = ["Baseline", "BaselineUnavailable", "Prepared", "require"]
@@ -42,10 +44,21 @@ class Baseline:
 
 
 class Prepared:
-    """An implementation whose setup runs outside the timed call: ``impl(*args) == impl.prepare(*args)()``."""
+    """An implementation whose setup runs outside the timed call: ``impl(*args) == impl.prepare(*args)()``.
 
-    def __init__(self, prepare: Callable[..., Callable[[], Any]], name: str = "") -> None:
+    ``dtypes``, when given, are the only input dtypes the library takes; the BI
+    audit skips others without calling it (a JIT library may spend minutes
+    compiling a dtype before it fails).
+    """
+
+    def __init__(
+        self,
+        prepare: Callable[..., Callable[[], Any]],
+        name: str = "",
+        dtypes: tuple[torch.dtype, ...] | None = None,
+    ) -> None:
         self.prepare = prepare
+        self.dtypes = dtypes
         self.__name__ = name or getattr(prepare, "__name__", "prepared")
 
     def __call__(self, *args: Any) -> Any:
