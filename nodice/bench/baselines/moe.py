@@ -60,25 +60,40 @@ def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
 
 
-def grouped_mm_moe(
-    x: torch.Tensor, router_logits: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor, top_k: int
+# Runs the SwiGLU experts on the expert-sorted token rows: (rows, sorting, w_gate_up, w_down) -> [T·k, H].
+Experts = Callable[[torch.Tensor, ExpertRows, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def sorted_moe(experts: Experts) -> Callable[..., torch.Tensor]:
+    """The MoE layer around ``experts``: route, sort the routed rows by expert, run them, combine."""
+
+    def run(
+        x: torch.Tensor,
+        router_logits: torch.Tensor,
+        w_gate_up: torch.Tensor,
+        w_down: torch.Tensor,
+        top_k: int,
+    ) -> torch.Tensor:
+        weights, ids = route(router_logits, top_k)
+        rows = sort_by_expert(ids, w_gate_up.shape[0])
+        out = experts(x[rows.token], rows, w_gate_up, w_down)
+        return combine(out, rows, weights).to(x.dtype)
+
+    return run
+
+
+def grouped_mm_experts(
+    xs: torch.Tensor, rows: ExpertRows, w_gate_up: torch.Tensor, w_down: torch.Tensor
 ) -> torch.Tensor:
-    weights, ids = route(router_logits, top_k)
-    rows = sort_by_expert(ids, w_gate_up.shape[0])
-    xs = x[rows.token]
     # The weights' transposes are column-major [E, K, N] views, the layout the grouped GEMM takes.
     gate_up = torch._grouped_mm(xs, w_gate_up.transpose(1, 2), offs=rows.ends)
-    out = torch._grouped_mm(swiglu(gate_up), w_down.transpose(1, 2), offs=rows.ends)
-    return combine(out, rows, weights).to(x.dtype)
+    return torch._grouped_mm(swiglu(gate_up), w_down.transpose(1, 2), offs=rows.ends)
 
 
-def per_expert_moe(
-    x: torch.Tensor, router_logits: torch.Tensor, w_gate_up: torch.Tensor, w_down: torch.Tensor, top_k: int
+def per_expert_experts(
+    xs: torch.Tensor, rows: ExpertRows, w_gate_up: torch.Tensor, w_down: torch.Tensor
 ) -> torch.Tensor:
-    weights, ids = route(router_logits, top_k)
-    rows = sort_by_expert(ids, w_gate_up.shape[0])
-    xs = x[rows.token]
-    out = torch.empty((xs.shape[0], x.shape[1]), dtype=x.dtype, device=x.device)
+    out = torch.empty((xs.shape[0], w_down.shape[1]), dtype=xs.dtype, device=xs.device)
     start = 0
     for e, n in enumerate(rows.counts.tolist()):
         if n:
@@ -86,13 +101,13 @@ def per_expert_moe(
             act = swiglu(torch.mm(xs[block], w_gate_up[e].t()))
             out[block] = torch.mm(act, w_down[e].t())
             start += n
-    return combine(out, rows, weights).to(x.dtype)
+    return out
 
 
 def load_grouped_mm() -> Callable[..., Any]:
     if not hasattr(torch, "_grouped_mm"):
         raise BaselineUnavailable(f"torch {torch.__version__} has no torch._grouped_mm")
-    return grouped_mm_moe
+    return sorted_moe(grouped_mm_experts)
 
 
 def load_liger_moe() -> Callable[..., Any]:
@@ -126,7 +141,7 @@ BASELINES: dict[str, tuple[Baseline, ...]] = {
         ),
         Baseline(
             "torch per-expert mm MoE",
-            lambda: per_expert_moe,
+            lambda: sorted_moe(per_expert_experts),
             "torch",
             ("cpu", "cuda"),
             f"one torch.mm per expert and projection (cuBLAS on CUDA); {_ROUTING}",
