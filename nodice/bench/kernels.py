@@ -98,6 +98,8 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
         "baselines_bi": meta.get("bi", {}),
         "baselines_missing": meta.get("missing", {}),
         "evaluation_s": round(evaluation.ms / 1e3, 1),
+        # Where a worker that crashed or hung stopped (its Python stacks when it ran out of time).
+        **({"log": evaluation.log[-3000:]} if evaluation.verdict == "error" and evaluation.log else {}),
         "workloads": [workload_record(s) for s in scores],
     }
 

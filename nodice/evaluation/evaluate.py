@@ -129,7 +129,7 @@ class Evaluator:
             timings=timings,
             environment=dict(self.worker.environment),
             timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
-            log=outcome.log[-2000:] if outcome.payload is None else "",
+            log=outcome.log[-4000:] if outcome.payload is None else "",
             bench=bench_meta,
         )
         if self.store is not None:

@@ -104,6 +104,19 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
         return {"check": result.to_dict(), "scores": [], "timings": timings}
 
     dtype = task.dtype_for(device)
+    bench = bool(job.get("bench", True))
+    if bench:
+        # Baselines are imported (and audited) before the candidate: a library that patches torch at
+        # import must be part of the harness the candidate is compared against, not blamed on it.
+        try:
+            session, workloads = _bench_setup(task, device, dtype, seed, job.get("bench_options") or {})
+            session.load()
+        except NodiceError as exc:
+            return {
+                "check": _error(job, device, f"benchmark: {exc.line()}").to_dict(),
+                "scores": [],
+                "timings": timings,
+            }
     modules_before = set(sys.modules)
     guardian = Guardian(task, device, dtype, seed)
     result = check(
@@ -125,10 +138,9 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
     scores: list[dict[str, Any]] = []
     bench_meta: dict[str, Any] = {}
-    if result.verdict == "pass" and job.get("bench", True) and guardian.guarded and guardian.raw:
+    if result.verdict == "pass" and bench and guardian.guarded and guardian.raw:
         t0 = time.perf_counter()
         try:
-            session, workloads = _bench_setup(task, device, dtype, seed, job.get("bench_options") or {})
             scores = [
                 s.to_dict()
                 for s in benchmark(

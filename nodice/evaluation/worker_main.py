@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import sys
 import threading
 import time
@@ -103,6 +104,8 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
 
 def main(argv: list[str]) -> int:
     faulthandler.enable()
+    # The parent sends SIGUSR1 before killing a worker that ran out of time: where it hung goes to the log.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     fd = int(argv[1])
     device = argv[2] or None
     memory_mb = int(argv[3]) if argv[3] else None

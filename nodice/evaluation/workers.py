@@ -143,10 +143,17 @@ class WorkerProcess:
                     self._log_from(log_offset),
                 )
             if time.monotonic() > deadline:
+                self._dump_stacks()
                 self.kill()
                 return JobOutcome(
                     None, f"timed out: no result after {timeout_s:.0f} s", self._log_from(log_offset)
                 )
+
+    def _dump_stacks(self) -> None:
+        """Ask a hung worker for its Python stacks (faulthandler writes them to its log), briefly."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, signal.SIGUSR1)
+            time.sleep(0.5)
 
     def _death(self) -> str:
         code = self.proc.returncode

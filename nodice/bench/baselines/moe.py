@@ -10,6 +10,7 @@ experts on contiguous row blocks, and combine in fp32 with each token's
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,9 @@ def load_grouped_mm() -> Callable[..., Any]:
 
 
 def load_liger_moe() -> Callable[..., Any]:
+    # One pinned config per kernel, as a batch-invariant server runs it: Liger's autotuner would
+    # compile and time every config for each new shape and dtype (minutes under the BI audit).
+    os.environ.setdefault("LIGER_FUSED_MOE_AUTOTUNE", "0")
     fused = require("liger_kernel.ops.fused_moe", LIGER).LigerFusedMoEFunction
 
     def run(
@@ -152,7 +156,8 @@ BASELINES: dict[str, tuple[Baseline, ...]] = {
             LIGER,
             note=(
                 "LigerFusedMoEFunction: Triton routing metadata, fused gather+gate/up GEMM+SwiGLU, "
-                "down GEMM, weighted gather-sum; configs autotuned on (H, I); routing in torch"
+                "down GEMM, weighted gather-sum; one pinned config per kernel (LIGER_FUSED_MOE_AUTOTUNE=0); "
+                "routing in torch"
             ),
         ),
     ),
