@@ -19,6 +19,7 @@ FA4=(
   flash-attn-4==4.0.0b36
   nvidia-cutlass-dsl==4.8.1
   nvidia-cutlass-dsl-libs-base==4.8.1
+  nvidia-cutlass-dsl-libs-core==4.8.1
   nvidia-cutlass-dsl-libs-cu13==4.8.1
   quack-kernels==0.6.5
   protobuf==7.36.2
