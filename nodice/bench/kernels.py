@@ -98,6 +98,10 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
         "baselines_bi": meta.get("bi", {}),
         "baselines_missing": meta.get("missing", {}),
         "evaluation_s": round(evaluation.ms / 1e3, 1),
+        # Where the time went: the gate's stages, the benchmark, loading and auditing the baselines.
+        "timings_ms": {k: round(v, 1) for k, v in evaluation.timings.items()},
+        "baselines_load_s": meta.get("load_s"),
+        "baselines_audit_s": meta.get("audit_s", {}),
         # Where a worker that crashed or hung stopped (its Python stacks when it ran out of time).
         **({"log": evaluation.log[-3000:]} if evaluation.verdict == "error" and evaluation.log else {}),
         "workloads": [workload_record(s) for s in scores],

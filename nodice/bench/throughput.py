@@ -19,6 +19,7 @@ BI verdicts from the gate's dynamic stage.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +146,9 @@ class BenchSession:
     missing: dict[str, str] = field(default_factory=dict)
     bi: dict[str, str] = field(default_factory=dict)
     bi_detail: dict[str, str] = field(default_factory=dict)
+    # Seconds spent importing and building each baseline, and auditing it (JIT compiles show here).
+    load_s: float = 0.0
+    audit_s: dict[str, float] = field(default_factory=dict)
     _loaded: bool = False
     _timed: dict[tuple[str, str], BaselineScore] = field(default_factory=dict)
 
@@ -155,13 +159,17 @@ class BenchSession:
     def load(self) -> None:
         if self._loaded:
             return
+        t0 = time.perf_counter()
         self.baselines, self.missing = load_baselines(self.task.name, self.device)
+        self.load_s = time.perf_counter() - t0
         self._loaded = True
         if self.audit_baselines:
             from nodice.bench.baselines import audit_baseline
 
             for name, impl in self.baselines.items():
+                t0 = time.perf_counter()
                 audit = audit_baseline(self.task, impl, self.device, self.seed)
+                self.audit_s[name] = round(time.perf_counter() - t0, 2)
                 self.bi[name], self.bi_detail[name] = audit.verdict, audit.detail
 
     def describe(self) -> dict[str, Any]:
@@ -173,6 +181,8 @@ class BenchSession:
             "baselines": sorted(self.baselines),
             "missing": dict(self.missing),
             "bi": {n: {"verdict": v, "detail": self.bi_detail.get(n, "")} for n, v in self.bi.items()},
+            "load_s": round(self.load_s, 2),
+            "audit_s": dict(self.audit_s),
         }
 
     def baseline_scores(

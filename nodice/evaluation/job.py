@@ -108,9 +108,11 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
     if bench:
         # Baselines are imported (and audited) before the candidate: a library that patches torch at
         # import must be part of the harness the candidate is compared against, not blamed on it.
+        t0 = time.perf_counter()
         try:
             session, workloads = _bench_setup(task, device, dtype, seed, job.get("bench_options") or {})
             session.load()
+            timings["baselines"] = _ms(t0)
         except NodiceError as exc:
             return {
                 "check": _error(job, device, f"benchmark: {exc.line()}").to_dict(),
