@@ -11,13 +11,14 @@ from pathlib import Path
 
 import torch
 
-from nodice.bench.timing import benchmark
+from nodice.bench.throughput import benchmark
 from nodice.evaluation.export import export_jsonl, export_store, trace_records
 from nodice.evaluation.guards.guardian import Guardian
 from nodice.evaluation.record import Evaluation
 from nodice.evaluation.store import ResultStore
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheckResult, StageResult
+from nodice.gate.runtime import prepare
 from nodice.tasks import get_task
 
 HOSTILE = Path(__file__).parent / "adversarial"
@@ -28,10 +29,12 @@ def _passed_evaluation() -> Evaluation:
     """A real gate result and score vector for the honest control (dynamic stage skipped for speed)."""
     path = HOSTILE / "control_honest.py"
     task = get_task("rmsnorm")
+    prepare(CPU)  # the interpreter's patches belong to the harness, installed before its snapshot
     guardian = Guardian(task, CPU, torch.float32, seed=2)
     result = check(path, "rmsnorm", device="cpu", seed=2, static=False, dynamic=False, guard=guardian)
     assert result.verdict == "pass", result.reason
-    scores = benchmark(task, guardian, CPU, torch.float32, seed=2)
+    assert guardian.guarded is not None and guardian.raw is not None
+    scores = benchmark(task, guardian.guarded, guardian.raw, CPU, torch.float32, seed=2)
     return Evaluation(
         check=result,
         scores=scores,
