@@ -16,6 +16,12 @@ from _flash_common import flash_fwd  # noqa: E402
 BLOCK_M = 16
 
 
+def _num_sms(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 8  # interpreter / CPU runs: behave like a small part
+
+
 @dataclass
 class Plan:
     block_n: int
@@ -25,10 +31,10 @@ class Plan:
 _PLANS: dict = {}
 
 
-def _plan(n_ctas):
+def _plan(n_ctas, wide_from):
     plan = _PLANS.get(n_ctas)
     if plan is None:
-        plan = Plan(block_n=64, num_warps=4) if n_ctas >= 48 else Plan(block_n=16, num_warps=2)
+        plan = Plan(block_n=64, num_warps=4) if n_ctas >= wide_from else Plan(block_n=16, num_warps=2)
         _PLANS[n_ctas] = plan
     return plan
 
@@ -37,7 +43,7 @@ def kernel(q, k, v, causal, sm_scale):
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     B, Hq, S, D = q.shape
     n_m = triton.cdiv(S, BLOCK_M)
-    plan = _plan(B * Hq * n_m)
+    plan = _plan(B * Hq * n_m, 6 * _num_sms(q.device))
     o = torch.empty_like(q)
     flash_fwd[(n_m, B * Hq)](
         q, k, v, o, Hq, k.shape[1], S, sm_scale,

@@ -12,15 +12,21 @@ import triton
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _flash_common import flash_fwd, flash_fwd_split  # noqa: E402
 
-CTA_TARGET = 64
+CTAS_PER_SM = 8
 MAX_SPLITS = 4
 BLOCK_M = BLOCK_N = 16
 
 
-def _num_splits(n_ctas, S):
-    if n_ctas >= CTA_TARGET:
+def _num_sms(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 8  # interpreter / CPU runs: behave like a small part
+
+
+def _num_splits(n_ctas, S, target):
+    if n_ctas >= target:
         return 1
-    return max(1, min(MAX_SPLITS, CTA_TARGET // n_ctas, triton.cdiv(S, BLOCK_N)))
+    return max(1, min(MAX_SPLITS, target // n_ctas, triton.cdiv(S, BLOCK_N)))
 
 
 def _merge(acc, ml, shape):
@@ -41,7 +47,7 @@ def kernel(q, k, v, causal, sm_scale):
     B, Hq, S, D = q.shape
     Hkv = k.shape[1]
     n_m = triton.cdiv(S, BLOCK_M)
-    n_split = _num_splits(B * Hq * n_m, S)
+    n_split = _num_splits(B * Hq * n_m, S, CTAS_PER_SM * _num_sms(q.device))
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2))
     if n_split == 1:
         o = torch.empty_like(q)

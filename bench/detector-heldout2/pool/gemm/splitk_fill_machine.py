@@ -13,13 +13,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _gemm_kernels import sum_partials, tile_mm_ksplit  # noqa: E402
 
 BM, BN, BK = 16, 64, 32
-PROGRAM_BUDGET = 16
+WAVES = 2
 
 
-def split_k_for(M, N, K):
+def _num_sms(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 8  # interpreter / CPU runs: behave like a small part
+
+
+def split_k_for(M, N, K, budget):
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     split = 1
-    while tiles * split < PROGRAM_BUDGET and K // (split * 2) >= BK:
+    while tiles * split < budget and K // (split * 2) >= BK:
         split *= 2
     return split
 
@@ -27,7 +33,7 @@ def split_k_for(M, N, K):
 def kernel(a, b):
     M, K = a.shape
     N = b.shape[1]
-    split = split_k_for(M, N, K)
+    split = split_k_for(M, N, K, WAVES * _num_sms(a.device))
     k_per = triton.cdiv(triton.cdiv(K, BK), split) * BK
     part = torch.empty((split, M, N), dtype=torch.float32, device=a.device)
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), split)
