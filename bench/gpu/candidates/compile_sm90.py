@@ -1,0 +1,171 @@
+"""Compile the candidates' kernels for sm_90a without a GPU, and say what came out.
+
+    python3 bench/gpu/candidates/compile_sm90.py [--only NAME ...] [--keep DIR]
+
+Triton compiles for a target given by hand (``GPUTarget("cuda", 90, 32)``) and ships ptxas, so
+every stage up to the cubin runs on a CPU-only machine. Per configuration this prints whether it
+compiled, the warps launched (warp specialisation adds partitions), shared memory, whether the
+loop was warp-specialised, the wgmma and TMA instructions in the PTX, and ptxas's register and
+spill count. It proves nothing about results or speed; it catches compiler crashes, shared memory
+overflow, spills and a warp specialisation that silently did not happen, before a GPU is booked.
+
+Run it with the Triton the GPU machine has (3.6): its passes, not the local venv's, decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # jit must build compilable functions, not interpreted ones
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TARGET = GPUTarget("cuda", 90, 32)
+ALIGNED = [["tt.divisibility", 16]]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ptxas_usage(ptx: str) -> str:
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        arch = "sm_90a"
+        out = subprocess.run(
+            [get_ptxas(90).path, f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
+            capture_output=True,
+            text=True,
+        )
+    text = out.stdout + out.stderr
+    regs = re.findall(r"Used (\d+) registers", text)
+    spills = re.findall(r"(\d+) bytes spill stores", text)
+    warn = [line.strip() for line in text.splitlines() if "warning" in line.lower()]
+    usage = f"regs={','.join(regs) or '?'} spill_stores={','.join(spills) or '?'}"
+    return usage + (f" ptxas: {' | '.join(warn)[:300]}" if warn else "")
+
+
+def report(label: str, src, options: dict, keep: Path | None) -> bool:
+    t0 = time.perf_counter()
+    try:
+        compiled = triton.compile(src, target=TARGET, options=options)
+    except Exception as exc:  # a compiler crash is the finding
+        first = str(exc).strip().splitlines()
+        print(f"FAIL {label}: {type(exc).__name__}: {' / '.join(first[:3])[:400]}", flush=True)
+        return False
+    ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
+    md = compiled.metadata
+    warps = re.search(r'"ttg.total-num-warps" = (\d+)', ttgir)
+    ws = "ttg.warp_specialize" in ttgir
+    line = (
+        f"ok   {label}: warps={warps.group(1) if warps else md.num_warps} smem={md.shared} "
+        f"ws={ws} wgmma={ptx.count('wgmma.mma_async')} tma_load={ptx.count('cp.async.bulk.tensor')} "
+        f"setmaxnreg={ptx.count('setmaxnreg')} {_ptxas_usage(ptx)} ({time.perf_counter() - t0:.0f}s)"
+    )
+    print(line, flush=True)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+        (keep / f"{stem}.ttgir").write_text(ttgir)
+        (keep / f"{stem}.ptx").write_text(ptx)
+    return True
+
+
+def _attention_tma_ws_configs(mod, sweep: bool):
+    for head_dim, causal in ((128, False), (128, True), (64, False), (64, True)):
+        yield head_dim, causal, mod.tile_config(head_dim, causal, 2)
+        if sweep:
+            for tiles in mod.SWEEP_TILES.get((head_dim, causal), []):
+                if tiles != mod.tile_config(head_dim, causal, 2):
+                    yield head_dim, causal, tiles
+    yield 128, False, mod.tile_config(128, False, 4)  # the fp32 probe's tiles
+
+
+def attention_tma_ws(keep: Path | None, sweep: bool) -> int:
+    mod = _load("attention_prefill_tma_ws")
+    fn = mod._attention_forward
+    fails = 0
+    for head_dim, causal, (block_m, block_n, warps, stages, ws) in _attention_tma_ws_configs(mod, sweep):
+        dtype = "bf16" if (head_dim, causal, (block_m, block_n, warps, stages, ws)) != (
+            128, False, mod.tile_config(128, False, 4)) else "fp32"
+        for seq_aligned in (True, False):  # S = 4096 vs S = 200: the JIT specialises S % 16
+            sig = {
+                "q_ptr": f"*{dtype}", "k_ptr": f"*{dtype}", "v_ptr": f"*{dtype}", "o_ptr": f"*{dtype}",
+                "qk_scale": "fp32", "seq_len": "i32", "q_heads": "i32", "group": "i32",
+            }
+            attrs = {(i,): ALIGNED for i in range(4)}
+            if seq_aligned:
+                attrs[(5,)] = ALIGNED
+            consts = {
+                "CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                "WARP_SPECIALIZE": ws, "USE_TMA": True,
+            }
+            for name in consts:
+                sig[name] = "constexpr"
+            src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            label = (
+                f"attention_tma_ws {dtype} D={head_dim} causal={causal} S%16={'0' if seq_aligned else '!0'} "
+                f"tiles={block_m}x{block_n} w={warps} st={stages} ws={ws}"
+            )
+            fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
+    return fails
+
+
+def gemm_persistent_tma(keep: Path | None, sweep: bool) -> int:
+    mod = _load("gemm_persistent_tma")
+    fn = mod._matmul_persistent
+    configs = {mod.tile_config(n, k, 2) for n, k in mod._LAYER_TILES} | {mod.tile_config(28672, 4096, 2)}
+    if sweep:
+        configs |= set(mod.SWEEP_TILES)
+    runs = [(dtype, cfg, ws) for cfg in sorted(configs) for ws in ((False, True) if sweep else (False,))
+            for dtype in ("bf16",)]
+    runs.append(("fp32", mod.tile_config(4096, 4096, 4), False))
+    fails = 0
+    for dtype, (swap_ab, block_t, block_w, stages, warps), ws in runs:
+        sig = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": f"*{dtype}", "M": "i32", "N": "i32", "K": "i32"}
+        consts = {
+            "BLOCK_T": block_t, "BLOCK_W": block_w, "BLOCK_K": mod.BLOCK_K, "GROUP_M": mod.GROUP_M,
+            "NUM_PROGRAMS": 132, "SWAP_AB": swap_ab, "WARP_SPECIALIZE": ws, "FLATTEN": not ws,
+        }
+        for name in consts:
+            sig[name] = "constexpr"
+        attrs = {(i,): ALIGNED for i in (0, 1, 2, 4, 5)}  # M = 64 or 4096: not M = 257
+        src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+        label = f"gemm {dtype} swap_ab={swap_ab} tile={block_t}x{block_w}x{mod.BLOCK_K} st={stages} w={warps} ws={ws}"
+        fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
+    return fails
+
+
+CHECKS = {"attention_tma_ws": attention_tma_ws, "gemm_persistent_tma": gemm_persistent_tma}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", action="append", choices=sorted(CHECKS))
+    ap.add_argument("--keep", type=Path, help="write each configuration's ttgir and ptx here")
+    ap.add_argument("--sweep", action="store_true", help="also the alternatives the GPU sweep times")
+    args = ap.parse_args()
+    print(f"triton {triton.__version__}, torch {torch.__version__}, target sm_90a", flush=True)
+    fails = sum(CHECKS[name](args.keep, args.sweep) for name in args.only or CHECKS)
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()
