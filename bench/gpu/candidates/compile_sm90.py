@@ -67,8 +67,10 @@ def report(label: str, src, options: dict, keep: Path | None) -> bool:
     try:
         compiled = triton.compile(src, target=TARGET, options=options)
     except Exception as exc:  # a compiler crash is the finding
-        first = str(exc).strip().splitlines()
-        print(f"FAIL {label}: {type(exc).__name__}: {' / '.join(first[:3])[:400]}", flush=True)
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        where = lines[0] if lines else ""
+        why = lines[-1] if lines else ""
+        print(f"FAIL {label}: {type(exc).__name__}: {where[:120]} ... {why[:600]}", flush=True)
         return False
     ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
     md = compiled.metadata
@@ -153,7 +155,33 @@ def gemm_persistent_tma(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
-CHECKS = {"attention_tma_ws": attention_tma_ws, "gemm_persistent_tma": gemm_persistent_tma}
+def attention_gluon(keep: Path | None, sweep: bool) -> int:
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    mod = _load("attention_prefill_gluon")
+    fn = mod._attention_forward
+    fails = 0
+    for head_dim in sorted(mod._TILES, reverse=True):
+        block_n, stages = mod._TILES[head_dim]
+        variants = [(block_n, stages)] + ([(64, 3), (128, 3)] if sweep and head_dim == 128 else [])
+        for block_n, stages in variants:
+            for causal in (False, True):
+                sig = {
+                    "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16",
+                    "qk_scale": "fp32", "seq_len": "i32", "q_heads": "i32", "group": "i32",
+                }
+                consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
+                for name in consts:
+                    sig[name] = "constexpr"
+                attrs = {(i,): ALIGNED for i in range(4)}
+                src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
+                label = f"attention_gluon D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
+                fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
+    return fails
+
+
+CHECKS = {"attention_tma_ws": attention_tma_ws, "gemm_persistent_tma": gemm_persistent_tma,
+          "attention_gluon": attention_gluon}
 
 
 def main() -> None:
