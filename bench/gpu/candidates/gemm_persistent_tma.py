@@ -48,7 +48,8 @@ _LAYER_TILES = {
 _WIDE_LAYER = (False, 128, 128, 3, 8)
 _NARROW_LAYER = (True, 64, 128, 4, 4)
 # Alternatives the GPU sweep times against the table; kernel() never reads them.
-SWEEP_TILES = [(False, 128, 128, 3, 8), (False, 128, 256, 3, 8), (True, 64, 128, 4, 4), (True, 128, 128, 3, 8)]
+SWEEP_TILES = [(False, 128, 128, 3, 8), (False, 128, 256, 3, 8), (True, 64, 128, 4, 4), (True, 128, 128, 3, 8),
+               (True, 64, 64, 4, 4)]
 # 4-byte elements (the fp32 probe): a quarter of the bf16 tile bytes fits shared memory.
 _WIDE_ELEMENT_TILES = (False, 64, 64, 3, 4)
 

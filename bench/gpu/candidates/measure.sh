@@ -86,7 +86,7 @@ done
 if [ "$DEVICE" = cuda ] && (($(left) > 60)); then
   step "sweep of the alternative pins ($(left)s left)"
   timeout "$(($(left) + 20))" python3 "$here/smoke_gpu.py" --report sweep.json --sweep \
-    --sweep-seconds "$(($(left) - 30))" --candidate attention_prefill_tma_ws --candidate gemm_persistent_tma \
+    --sweep-seconds "$(($(left) - 30))" --candidate gemm_persistent_tma --candidate attention_prefill_tma_ws \
     2>&1 | tee -a "$log"
   step "sweep exit status ${PIPESTATUS[0]}"
   summarize
