@@ -44,9 +44,8 @@ def sample_sorted_rows(sl_ptr, si_ptr, t_ptr, k_ptr, p_ptr, seed_ptr, out_ptr, V
     x = tl.load(sl_ptr + row * V + offs, mask=offs < V, other=float("-inf"))
     temp = tl.load(t_ptr + row)
     seed = tl.load(seed_ptr + row)
-    if temp == 0.0:
-        pos = 0
-    else:
+    pos = tl.full([], 0, tl.int32)   # greedy: first entry of the descending sort
+    if temp != 0.0:
         pf, keep = filtered_probs(x, offs, V, temp, tl.load(k_ptr + row), tl.load(p_ptr + row))
         if GUMBEL:
             u = tl.rand(seed, offs)
