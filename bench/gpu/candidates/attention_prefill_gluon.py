@@ -88,8 +88,26 @@ class _Shared:
     CAUSAL: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, q_base, k_base, v_base, o_base, q_bufs, k_bufs, v_bufs, q_ready, k_ready, v_ready,
-                 k_empty, v_empty, q_start, seq_len, key_blocks, qk_scale, CAUSAL):
+    def __init__(
+        self,
+        q_base,
+        k_base,
+        v_base,
+        o_base,
+        q_bufs,
+        k_bufs,
+        v_bufs,
+        q_ready,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        q_start,
+        seq_len,
+        key_blocks,
+        qk_scale,
+        CAUSAL,
+    ):
         self.q_base = q_base
         self.k_base = k_base
         self.v_base = v_base
@@ -131,8 +149,9 @@ def _producer(sh: _Shared):
     for w in gl.static_range(2):
         # The transaction count is the whole box: TMA writes zeros for rows past seq_len.
         mbarrier.expect(sh.q_ready.index(w), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [sh.q_start + w * ROWS_PER_CONSUMER, 0], sh.q_ready.index(w),
-                                        sh.q_bufs.index(w))
+        tma.async_copy_global_to_shared(
+            q_desc, [sh.q_start + w * ROWS_PER_CONSUMER, 0], sh.q_ready.index(w), sh.q_bufs.index(w)
+        )
     for j in range(sh.key_blocks):
         stage = j % NUM_STAGES
         # Round r = j // NUM_STAGES of a stage waits for the consumers' release of round r - 1;
@@ -141,10 +160,14 @@ def _producer(sh: _Shared):
         # K first: a consumer's Q·Kᵀ can start while V is still in flight.
         mbarrier.wait(sh.k_empty.index(stage), free_phase)
         mbarrier.expect(sh.k_ready.index(stage), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [j * BLOCK_N, 0], sh.k_ready.index(stage), sh.k_bufs.index(stage))
+        tma.async_copy_global_to_shared(
+            k_desc, [j * BLOCK_N, 0], sh.k_ready.index(stage), sh.k_bufs.index(stage)
+        )
         mbarrier.wait(sh.v_empty.index(stage), free_phase)
         mbarrier.expect(sh.v_ready.index(stage), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [j * BLOCK_N, 0], sh.v_ready.index(stage), sh.v_bufs.index(stage))
+        tma.async_copy_global_to_shared(
+            v_desc, [j * BLOCK_N, 0], sh.v_ready.index(stage), sh.v_bufs.index(stage)
+        )
 
 
 @gluon.jit
@@ -176,10 +199,12 @@ def _consumer(sh: _Shared, WARP_GROUP: gl.constexpr):
     HEAD_DIM: gl.constexpr = sh.k_bufs.type.shape[2]
     dtype: gl.constexpr = sh.k_bufs.dtype
     # S = Q·Kᵀ is [64, BLOCK_N], O is [64, HEAD_DIM]: one warp group, wgmma N = the full width.
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
     # P feeds the second wgmma from registers: for 16-bit types the first wgmma's accumulator
     # fragment is already this operand's fragment, so the conversion moves no data.
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
@@ -217,8 +242,9 @@ def _consumer(sh: _Shared, WARP_GROUP: gl.constexpr):
         prev = (j - 1) % NUM_STAGES
         # S_j = Q·K_jᵀ, asynchronously.
         mbarrier.wait(sh.k_ready.index(stage), (j // NUM_STAGES) & 1)
-        s_tok = warpgroup_mma(q_buf, sh.k_bufs.index(stage).permute((1, 0)), zeros_s, use_acc=False,
-                              is_async=True)
+        s_tok = warpgroup_mma(
+            q_buf, sh.k_bufs.index(stage).permute((1, 0)), zeros_s, use_acc=False, is_async=True
+        )
         # O += P_{j-1}·V_{j-1}, queued behind it. acc holds O rescaled to m_{j-1} (done at the end
         # of the previous iteration, after its wgmma finished).
         mbarrier.wait(sh.v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
@@ -268,9 +294,18 @@ def _consumer_1(sh: _Shared):
 
 @gluon.jit
 def _attention_forward(
-    q_ptr, k_ptr, v_ptr, o_ptr,  #
-    qk_scale, seq_len, q_heads, group,  #
-    CAUSAL: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,  #
+    qk_scale,
+    seq_len,
+    q_heads,
+    group,  #
+    CAUSAL: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr,
 ):
     gl.static_assert(BLOCK_M % BLOCK_N == 0 or BLOCK_N % BLOCK_M == 0)
     dtype: gl.constexpr = q_ptr.dtype.element_ty
@@ -315,17 +350,36 @@ def _attention_forward(
 
     # gl.to_tensor: the JIT turns integer arguments equal to 1 into constants, which the
     # aggregate's tensor fields would reject.
-    sh = _Shared(q_ptr + seq_head.to(gl.int64) * head_elems, k_ptr + kv_offset, v_ptr + kv_offset,
-                 o_ptr + seq_head.to(gl.int64) * head_elems, q_bufs, k_bufs, v_bufs, q_ready, k_ready, v_ready, k_empty,
-                 v_empty, gl.to_tensor(q_start), gl.to_tensor(seq_len), gl.to_tensor(key_blocks),
-                 gl.to_tensor(qk_scale), CAUSAL)
+    sh = _Shared(
+        q_ptr + seq_head.to(gl.int64) * head_elems,
+        k_ptr + kv_offset,
+        v_ptr + kv_offset,
+        o_ptr + seq_head.to(gl.int64) * head_elems,
+        q_bufs,
+        k_bufs,
+        v_bufs,
+        q_ready,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        gl.to_tensor(q_start),
+        gl.to_tensor(seq_len),
+        gl.to_tensor(key_blocks),
+        gl.to_tensor(qk_scale),
+        CAUSAL,
+    )
     # Default partition (num_warps = 4): consumer 0. Workers: consumer 1 (4 warps) and the
     # producer (1 warp), which hands its registers to the consumers.
-    gl.warp_specialize([
-        (_consumer_0, (sh,)),
-        (_consumer_1, (sh,)),
-        (_producer, (sh,)),
-    ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
+    gl.warp_specialize(
+        [
+            (_consumer_0, (sh,)),
+            (_consumer_1, (sh,)),
+            (_producer, (sh,)),
+        ],
+        [4, 1],
+        [_CONSUMER_REGS, _PRODUCER_REGS],
+    )
 
 
 def _descriptor_scratch(size: int, alignment: int, stream):
@@ -344,7 +398,9 @@ def kernel(q, k, v, causal, sm_scale):
     kv_heads = k.shape[1]
     if head_dim not in _TILES or q.dtype not in (torch.bfloat16, torch.float16):
         # wgmma with P in registers needs 16-bit operands; the fp32 probe is skipped this way.
-        raise TypeError(f"attention_prefill_gluon runs head dims {sorted(_TILES)} in bf16/fp16, not {head_dim} {q.dtype}")
+        raise TypeError(
+            f"attention_prefill_gluon runs head dims {sorted(_TILES)} in bf16/fp16, not {head_dim} {q.dtype}"
+        )
     if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
         raise RuntimeError("attention_prefill_gluon needs a Hopper GPU (wgmma)")
     q, k, v = _aligned(q), _aligned(k), _aligned(v)
@@ -355,9 +411,19 @@ def kernel(q, k, v, causal, sm_scale):
     triton.set_allocator(_descriptor_scratch)
     grid = (triton.cdiv(seq_len, BLOCK_M.value), batch * q_heads)
     _attention_forward[grid](
-        q, k, v, o,  #
-        sm_scale * LOG2E, seq_len, q_heads, q_heads // kv_heads,  #
-        CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_N=block_n, NUM_STAGES=num_stages,  #
-        num_warps=4, maxnreg=_LAUNCH_MAXNREG,
+        q,
+        k,
+        v,
+        o,  #
+        sm_scale * LOG2E,
+        seq_len,
+        q_heads,
+        q_heads // kv_heads,  #
+        CAUSAL=bool(causal),
+        HEAD_DIM=head_dim,
+        BLOCK_N=block_n,
+        NUM_STAGES=num_stages,  #
+        num_warps=4,
+        maxnreg=_LAUNCH_MAXNREG,
     )
     return o

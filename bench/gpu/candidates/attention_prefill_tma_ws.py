@@ -52,8 +52,18 @@ _TILES = {
 # Alternatives the GPU sweep times against the table (same kernel, other pins); kernel() never
 # reads them.
 SWEEP_TILES = {
-    (128, False): [(128, 128, 4, 2, True), (128, 64, 4, 3, True), (128, 128, 8, 2, False), (128, 64, 8, 3, False)],
-    (128, True): [(128, 64, 8, 3, False), (128, 128, 8, 2, False), (128, 128, 4, 2, True), (128, 64, 4, 3, True)],
+    (128, False): [
+        (128, 128, 4, 2, True),
+        (128, 64, 4, 3, True),
+        (128, 128, 8, 2, False),
+        (128, 64, 8, 3, False),
+    ],
+    (128, True): [
+        (128, 64, 8, 3, False),
+        (128, 128, 8, 2, False),
+        (128, 128, 4, 2, True),
+        (128, 64, 4, 3, True),
+    ],
 }
 # 4-byte elements (the fp32 probe) and other head dims: small tiles that fit shared memory,
 # no warp specialisation.
@@ -84,11 +94,15 @@ def _load_rows(src, row0, seq_len, BLOCK_ROWS: tl.constexpr, HEAD_DIM: tl.conste
     else:
         rows = row0 + tl.arange(0, BLOCK_ROWS)
         cols = tl.arange(0, HEAD_DIM)
-        return tl.load(src + rows[:, None] * HEAD_DIM + cols[None, :], mask=(rows < seq_len)[:, None], other=0.0)
+        return tl.load(
+            src + rows[:, None] * HEAD_DIM + cols[None, :], mask=(rows < seq_len)[:, None], other=0.0
+        )
 
 
 @triton.jit
-def _store_rows(dst, row0, seq_len, tile, BLOCK_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, USE_TMA: tl.constexpr):
+def _store_rows(
+    dst, row0, seq_len, tile, BLOCK_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, USE_TMA: tl.constexpr
+):
     """Writes the rows of ``tile`` that lie inside the sequence."""
     if USE_TMA:
         dst.store([row0, 0], tile)
@@ -100,10 +114,22 @@ def _store_rows(dst, row0, seq_len, tile, BLOCK_ROWS: tl.constexpr, HEAD_DIM: tl
 
 @triton.jit
 def _attend_key_blocks(
-    acc, l_i, m_i, q, k_src, v_src,  #
-    offs_m, lo, hi, seq_len, qk_scale,  #
-    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASK: tl.constexpr,  #
-    WARP_SPECIALIZE: tl.constexpr, USE_TMA: tl.constexpr,
+    acc,
+    l_i,
+    m_i,
+    q,
+    k_src,
+    v_src,  #
+    offs_m,
+    lo,
+    hi,
+    seq_len,
+    qk_scale,  #
+    BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    MASK: tl.constexpr,  #
+    WARP_SPECIALIZE: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):
     """Online softmax over the key blocks starting at lo, lo + BLOCK_N, … below hi, in that order."""
     offs_n = tl.arange(0, BLOCK_N)
@@ -140,11 +166,20 @@ def _attend_key_blocks(
 
 @triton.jit
 def _attention_forward(
-    q_ptr, k_ptr, v_ptr, o_ptr,  #
-    qk_scale, seq_len, q_heads, group,  #
-    CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,  #
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,  #
-    WARP_SPECIALIZE: tl.constexpr, USE_TMA: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    o_ptr,  #
+    qk_scale,
+    seq_len,
+    q_heads,
+    group,  #
+    CAUSAL: tl.constexpr,
+    HEAD_DIM: tl.constexpr,  #
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,  #
+    WARP_SPECIALIZE: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
     m_blocks = tl.cdiv(seq_len, BLOCK_M)
@@ -192,26 +227,101 @@ def _attention_forward(
         # specialisation also crashes on pointer-based loops with tl.dot (triton-lang/triton#9728).
         hi = tl.minimum(q_start + BLOCK_M, seq_len) if CAUSAL else seq_len
         acc, l_i, m_i = _attend_key_blocks(
-            acc, l_i, m_i, q, k_src, v_src, offs_m, 0, hi, seq_len, qk_scale,  #
-            BLOCK_N, HEAD_DIM, CAUSAL_MASK if CAUSAL else TAIL_MASK, USE_TMA, USE_TMA)
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            offs_m,
+            0,
+            hi,
+            seq_len,
+            qk_scale,  #
+            BLOCK_N,
+            HEAD_DIM,
+            CAUSAL_MASK if CAUSAL else TAIL_MASK,
+            USE_TMA,
+            USE_TMA,
+        )
     elif CAUSAL:
         # Off-band: every key block left of this query block is wholly visible.
         acc, l_i, m_i = _attend_key_blocks(
-            acc, l_i, m_i, q, k_src, v_src, offs_m, 0, q_start, seq_len, qk_scale,  #
-            BLOCK_N, HEAD_DIM, NO_MASK, False, USE_TMA)
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            offs_m,
+            0,
+            q_start,
+            seq_len,
+            qk_scale,  #
+            BLOCK_N,
+            HEAD_DIM,
+            NO_MASK,
+            False,
+            USE_TMA,
+        )
         # On-band: the key blocks that share this query block's positions, masked on the diagonal.
         acc, l_i, m_i = _attend_key_blocks(
-            acc, l_i, m_i, q, k_src, v_src, offs_m, q_start, tl.minimum(q_start + BLOCK_M, seq_len), seq_len,
-            qk_scale, BLOCK_N, HEAD_DIM, CAUSAL_MASK, False, USE_TMA)
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            offs_m,
+            q_start,
+            tl.minimum(q_start + BLOCK_M, seq_len),
+            seq_len,
+            qk_scale,
+            BLOCK_N,
+            HEAD_DIM,
+            CAUSAL_MASK,
+            False,
+            USE_TMA,
+        )
     else:
         full_end = (seq_len // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attend_key_blocks(
-            acc, l_i, m_i, q, k_src, v_src, offs_m, 0, full_end, seq_len, qk_scale,  #
-            BLOCK_N, HEAD_DIM, NO_MASK, False, USE_TMA)
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            offs_m,
+            0,
+            full_end,
+            seq_len,
+            qk_scale,  #
+            BLOCK_N,
+            HEAD_DIM,
+            NO_MASK,
+            False,
+            USE_TMA,
+        )
         # The partial block at the end of the sequence, if any: zero iterations otherwise.
         acc, l_i, m_i = _attend_key_blocks(
-            acc, l_i, m_i, q, k_src, v_src, offs_m, full_end, seq_len, seq_len, qk_scale,  #
-            BLOCK_N, HEAD_DIM, TAIL_MASK, False, USE_TMA)
+            acc,
+            l_i,
+            m_i,
+            q,
+            k_src,
+            v_src,
+            offs_m,
+            full_end,
+            seq_len,
+            seq_len,
+            qk_scale,  #
+            BLOCK_N,
+            HEAD_DIM,
+            TAIL_MASK,
+            False,
+            USE_TMA,
+        )
 
     out = acc / l_i[:, None]
     _store_rows(o_dst, q_start, seq_len, out.to(o_ptr.dtype.element_ty), BLOCK_M, HEAD_DIM, USE_TMA)
@@ -243,18 +353,30 @@ def forward(q, k, v, causal, sm_scale, use_tma=None, tiles=None):
     o = torch.empty_like(q)
     use_tma = _tma_available(q) if use_tma is None else use_tma
     block_m, block_n, num_warps, num_stages, warp_specialize = tiles or tile_config(
-        head_dim, bool(causal), q.element_size())
+        head_dim, bool(causal), q.element_size()
+    )
     if use_tma and q.is_cuda:
         # Set on every call: the allocator lives in a context variable, which a worker thread
         # would not inherit from the importing one.
         triton.set_allocator(_descriptor_scratch)
     grid = (triton.cdiv(seq_len, block_m), batch * q_heads)
     _attention_forward[grid](
-        q, k, v, o,  #
-        sm_scale * LOG2E, seq_len, q_heads, q_heads // kv_heads,  #
-        CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,  #
-        WARP_SPECIALIZE=warp_specialize, USE_TMA=use_tma,  #
-        num_warps=num_warps, num_stages=num_stages,
+        q,
+        k,
+        v,
+        o,  #
+        sm_scale * LOG2E,
+        seq_len,
+        q_heads,
+        q_heads // kv_heads,  #
+        CAUSAL=bool(causal),
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,  #
+        WARP_SPECIALIZE=warp_specialize,
+        USE_TMA=use_tma,  #
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     return o
 

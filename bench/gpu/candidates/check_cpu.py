@@ -63,6 +63,7 @@ def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
 
 # ---- attention ---------------------------------------------------------------------------------
 
+
 def attention_checks(quick: bool) -> None:
     task = get_task("attention_prefill")
     mod = load("attention_prefill_tma_ws")
@@ -72,11 +73,17 @@ def attention_checks(quick: bool) -> None:
     staged = mod.tile_config(16, False, 4)
     single = staged[:4] + (True,)
     cases = [
-        ("gqa", True, 45, 16), ("gqa", False, 45, 32), ("mha", True, 32, 16), ("mha", False, 20, 16),
-        ("mqa", False, 45, 16), ("mqa", True, 20, 32),
+        ("gqa", True, 45, 16),
+        ("gqa", False, 45, 32),
+        ("mha", True, 32, 16),
+        ("mha", False, 20, 16),
+        ("mqa", False, 45, 16),
+        ("mqa", True, 20, 32),
     ]
     for layout, causal, seq, head_dim in cases[: 3 if quick else None]:
-        problem = task.problem(gen, CPU, torch.float32, layout=layout, causal=causal, seq_len=seq, head_dim=head_dim)
+        problem = task.problem(
+            gen, CPU, torch.float32, layout=layout, causal=causal, seq_len=seq, head_dim=head_dim
+        )
         args = task.compose(problem, task.samples(problem, gen, 2), gen)
         want = task.reference(*args)
         outs = {}
@@ -89,15 +96,23 @@ def attention_checks(quick: bool) -> None:
             record(f"{name} {walk}/{path} vs reference", ok, detail)
         for walk in ("staged", "single-loop"):
             same = torch.equal(outs[walk, "tma"], outs[walk, "pointer"])
-            record(f"{name} {walk}: tma path == pointer path (bitwise)", same,
-                   first_difference(outs[walk, "tma"], outs[walk, "pointer"]))
+            record(
+                f"{name} {walk}: tma path == pointer path (bitwise)",
+                same,
+                first_difference(outs[walk, "tma"], outs[walk, "pointer"]),
+            )
     # Batch invariance: the target sequence alone, then among fresh batchmates.
-    bi_cases = [("gqa", True, 45, "staged", staged, True), ("mha", False, 20, "single-loop", single, True),
-                ("gqa", False, 20, "staged", staged, False)]
+    bi_cases = [
+        ("gqa", True, 45, "staged", staged, True),
+        ("mha", False, 20, "single-loop", single, True),
+        ("gqa", False, 20, "staged", staged, False),
+    ]
     for layout, causal, seq, walk, tiles, use_tma in bi_cases[: 1 if quick else None]:
-        problem = task.problem(gen, CPU, torch.float32, layout=layout, causal=causal, seq_len=seq, head_dim=16)
+        problem = task.problem(
+            gen, CPU, torch.float32, layout=layout, causal=causal, seq_len=seq, head_dim=16
+        )
         target = task.samples(problem, gen, 1)[0]
-        run = lambda samples: mod.forward(*task.compose(problem, samples, gen), use_tma=use_tma, tiles=tiles)  # noqa: E731
+        run = lambda samples: mod.forward(*task.compose(problem, samples, gen), use_tma=use_tma, tiles=tiles)
         alone = run([target])[0]
         name = f"attention BI {layout} {'causal' if causal else 'full'} S={seq} {walk}/{'tma' if use_tma else 'pointer'}"
         sizes = [2, 5, 9] if quick else list(range(2, 10))
@@ -106,14 +121,18 @@ def attention_checks(quick: bool) -> None:
         for batch in sizes:
             for slot in sorted({0, batch // 2, batch - 1}):
                 mates = task.samples(problem, gen, batch - 1)
-                out = run(mates[:slot] + [target] + mates[slot:])[slot]
+                out = run([*mates[:slot], target, *mates[slot:]])[slot]
                 if not torch.equal(out, alone):
                     bad.append(f"B={batch} slot={slot}: {first_difference(out, alone)}")
-        record(name + f" alone vs batches {sizes[0]}..{sizes[-1]} at 3 slots", not bad,
-               "; ".join(bad[:2]) or f"({time.perf_counter() - t0:.0f}s)")
+        record(
+            name + f" alone vs batches {sizes[0]}..{sizes[-1]} at 3 slots",
+            not bad,
+            "; ".join(bad[:2]) or f"({time.perf_counter() - t0:.0f}s)",
+        )
 
 
 # ---- gemm --------------------------------------------------------------------------------------
+
 
 def gemm_checks(quick: bool) -> None:
     task = get_task("gemm")
@@ -123,8 +142,11 @@ def gemm_checks(quick: bool) -> None:
     n, k = problem.dims["N"], problem.dims["K"]
     # The table's choice for the CPU layer, plus small tiles of both orientations, so that a
     # 129-row batch spans many tiles and the 4 persistent programs loop.
-    configs = [("table", mod.tile_config(n, k, 2)), ("swap-ab 16x32", (True, 16, 32, 2, 4)),
-               ("plain 16x32", (False, 16, 32, 2, 4))]
+    configs = [
+        ("table", mod.tile_config(n, k, 2)),
+        ("swap-ab 16x32", (True, 16, 32, 2, 4)),
+        ("plain 16x32", (False, 16, 32, 2, 4)),
+    ]
     for label, tiles in configs:
         for m in (1, 5, 70) if quick else (1, 5, 70, 129):
             args = task.compose(problem, task.samples(problem, gen, m), gen)
@@ -138,10 +160,14 @@ def gemm_checks(quick: bool) -> None:
         for m in sizes:
             for slot in sorted({0, m // 2, m - 1}):
                 mates = task.samples(problem, gen, m - 1)
-                out = mod.matmul(*task.compose(problem, mates[:slot] + [target] + mates[slot:], gen), tiles=tiles)[slot]
+                out = mod.matmul(
+                    *task.compose(problem, [*mates[:slot], target, *mates[slot:]], gen), tiles=tiles
+                )[slot]
                 if not torch.equal(out, alone):
                     bad.append(f"M={m} slot={slot}: {first_difference(out, alone)}")
-        record(f"gemm BI {label}: row alone vs M={sizes[0]}..{sizes[-1]} at 3 slots", not bad, "; ".join(bad[:2]))
+        record(
+            f"gemm BI {label}: row alone vs M={sizes[0]}..{sizes[-1]} at 3 slots", not bad, "; ".join(bad[:2])
+        )
 
 
 def main() -> None:

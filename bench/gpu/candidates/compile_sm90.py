@@ -26,9 +26,9 @@ from pathlib import Path
 
 os.environ.pop("TRITON_INTERPRET", None)  # jit must build compilable functions, not interpreted ones
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
 
 HERE = Path(__file__).resolve().parent
 TARGET = GPUTarget("cuda", 90, 32)
@@ -105,19 +105,33 @@ def attention_tma_ws(keep: Path | None, sweep: bool) -> int:
     fn = mod._attention_forward
     fails = 0
     for head_dim, causal, (block_m, block_n, warps, stages, ws) in _attention_tma_ws_configs(mod, sweep):
-        dtype = "bf16" if (head_dim, causal, (block_m, block_n, warps, stages, ws)) != (
-            128, False, mod.tile_config(128, False, 4)) else "fp32"
+        dtype = (
+            "bf16"
+            if (head_dim, causal, (block_m, block_n, warps, stages, ws))
+            != (128, False, mod.tile_config(128, False, 4))
+            else "fp32"
+        )
         for seq_aligned in (True, False):  # S = 4096 vs S = 200: the JIT specialises S % 16
             sig = {
-                "q_ptr": f"*{dtype}", "k_ptr": f"*{dtype}", "v_ptr": f"*{dtype}", "o_ptr": f"*{dtype}",
-                "qk_scale": "fp32", "seq_len": "i32", "q_heads": "i32", "group": "i32",
+                "q_ptr": f"*{dtype}",
+                "k_ptr": f"*{dtype}",
+                "v_ptr": f"*{dtype}",
+                "o_ptr": f"*{dtype}",
+                "qk_scale": "fp32",
+                "seq_len": "i32",
+                "q_heads": "i32",
+                "group": "i32",
             }
             attrs = {(i,): ALIGNED for i in range(4)}
             if seq_aligned:
                 attrs[(5,)] = ALIGNED
             consts = {
-                "CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n,
-                "WARP_SPECIALIZE": ws, "USE_TMA": True,
+                "CAUSAL": causal,
+                "HEAD_DIM": head_dim,
+                "BLOCK_M": block_m,
+                "BLOCK_N": block_n,
+                "WARP_SPECIALIZE": ws,
+                "USE_TMA": True,
             }
             for name in consts:
                 sig[name] = "constexpr"
@@ -136,15 +150,32 @@ def gemm_persistent_tma(keep: Path | None, sweep: bool) -> int:
     configs = {mod.tile_config(n, k, 2) for n, k in mod._LAYER_TILES} | {mod.tile_config(28672, 4096, 2)}
     if sweep:
         configs |= set(mod.SWEEP_TILES)
-    runs = [(dtype, cfg, ws) for cfg in sorted(configs) for ws in ((False, True) if sweep else (False,))
-            for dtype in ("bf16",)]
+    runs = [
+        (dtype, cfg, ws)
+        for cfg in sorted(configs)
+        for ws in ((False, True) if sweep else (False,))
+        for dtype in ("bf16",)
+    ]
     runs.append(("fp32", mod.tile_config(4096, 4096, 4), False))
     fails = 0
     for dtype, (swap_ab, block_t, block_w, stages, warps), ws in runs:
-        sig = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": f"*{dtype}", "M": "i32", "N": "i32", "K": "i32"}
+        sig = {
+            "a_ptr": f"*{dtype}",
+            "b_ptr": f"*{dtype}",
+            "c_ptr": f"*{dtype}",
+            "M": "i32",
+            "N": "i32",
+            "K": "i32",
+        }
         consts = {
-            "BLOCK_T": block_t, "BLOCK_W": block_w, "BLOCK_K": mod.BLOCK_K, "GROUP_M": mod.GROUP_M,
-            "NUM_PROGRAMS": 132, "SWAP_AB": swap_ab, "WARP_SPECIALIZE": ws, "FLATTEN": not ws,
+            "BLOCK_T": block_t,
+            "BLOCK_W": block_w,
+            "BLOCK_K": mod.BLOCK_K,
+            "GROUP_M": mod.GROUP_M,
+            "NUM_PROGRAMS": 132,
+            "SWAP_AB": swap_ab,
+            "WARP_SPECIALIZE": ws,
+            "FLATTEN": not ws,
         }
         for name in consts:
             sig[name] = "constexpr"
@@ -167,8 +198,14 @@ def attention_gluon(keep: Path | None, sweep: bool) -> int:
         for block_n, stages in variants:
             for causal in (False, True):
                 sig = {
-                    "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16",
-                    "qk_scale": "fp32", "seq_len": "i32", "q_heads": "i32", "group": "i32",
+                    "q_ptr": "*bf16",
+                    "k_ptr": "*bf16",
+                    "v_ptr": "*bf16",
+                    "o_ptr": "*bf16",
+                    "qk_scale": "fp32",
+                    "seq_len": "i32",
+                    "q_heads": "i32",
+                    "group": "i32",
                 }
                 consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
                 for name in consts:
@@ -180,8 +217,11 @@ def attention_gluon(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
-CHECKS = {"attention_tma_ws": attention_tma_ws, "gemm_persistent_tma": gemm_persistent_tma,
-          "attention_gluon": attention_gluon}
+CHECKS = {
+    "attention_tma_ws": attention_tma_ws,
+    "gemm_persistent_tma": gemm_persistent_tma,
+    "attention_gluon": attention_gluon,
+}
 
 
 def main() -> None:

@@ -48,8 +48,13 @@ _LAYER_TILES = {
 _WIDE_LAYER = (False, 128, 128, 3, 8)
 _NARROW_LAYER = (True, 64, 128, 4, 4)
 # Alternatives the GPU sweep times against the table; kernel() never reads them.
-SWEEP_TILES = [(False, 128, 128, 3, 8), (False, 128, 256, 3, 8), (True, 64, 128, 4, 4), (True, 128, 128, 3, 8),
-               (True, 64, 64, 4, 4)]
+SWEEP_TILES = [
+    (False, 128, 128, 3, 8),
+    (False, 128, 256, 3, 8),
+    (True, 64, 128, 4, 4),
+    (True, 128, 128, 3, 8),
+    (True, 64, 64, 4, 4),
+]
 # 4-byte elements (the fp32 probe): a quarter of the bf16 tile bytes fits shared memory.
 _WIDE_ELEMENT_TILES = (False, 64, 64, 3, 4)
 
@@ -76,11 +81,20 @@ def _tile_coordinates(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _matmul_persistent(
-    a_ptr, b_ptr, c_ptr,  #
-    M, N, K,  #
-    BLOCK_T: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_K: tl.constexpr,  #
-    GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, SWAP_AB: tl.constexpr,  #
-    WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,  #
+    M,
+    N,
+    K,  #
+    BLOCK_T: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+    BLOCK_K: tl.constexpr,  #
+    GROUP_M: tl.constexpr,
+    NUM_PROGRAMS: tl.constexpr,
+    SWAP_AB: tl.constexpr,  #
+    WARP_SPECIALIZE: tl.constexpr,
+    FLATTEN: tl.constexpr,
 ):
     # BLOCK_T tokens (rows of a and c) by BLOCK_W weight columns (columns of b and c) per tile.
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BLOCK_T, BLOCK_K])
@@ -89,8 +103,9 @@ def _matmul_persistent(
     tiles_m = tl.cdiv(M, BLOCK_T)
     tiles_n = tl.cdiv(N, BLOCK_W)
     k_blocks = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN,
-                         warp_specialize=WARP_SPECIALIZE):
+    for tile in tl.range(
+        tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
+    ):
         tile_m, tile_n = _tile_coordinates(tile, tiles_m, tiles_n, GROUP_M)
         row0 = tile_m * BLOCK_T
         col0 = tile_n * BLOCK_W
@@ -143,11 +158,22 @@ def matmul(a: torch.Tensor, b: torch.Tensor, tiles=None, warp_specialize=False) 
         triton.set_allocator(_descriptor_scratch)
     tiles_total = triton.cdiv(m, block_t) * triton.cdiv(n, block_w)
     _matmul_persistent[(min(programs, tiles_total),)](
-        a, b, c, m, n, k,  #
-        BLOCK_T=block_t, BLOCK_W=block_w, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,  #
-        NUM_PROGRAMS=programs, SWAP_AB=swap_ab,  #
-        WARP_SPECIALIZE=warp_specialize, FLATTEN=not warp_specialize,  #
-        num_stages=num_stages, num_warps=num_warps,
+        a,
+        b,
+        c,
+        m,
+        n,
+        k,  #
+        BLOCK_T=block_t,
+        BLOCK_W=block_w,
+        BLOCK_K=BLOCK_K,
+        GROUP_M=GROUP_M,  #
+        NUM_PROGRAMS=programs,
+        SWAP_AB=swap_ab,  #
+        WARP_SPECIALIZE=warp_specialize,
+        FLATTEN=not warp_specialize,  #
+        num_stages=num_stages,
+        num_warps=num_warps,
     )
     return c
 

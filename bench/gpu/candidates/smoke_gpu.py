@@ -50,7 +50,12 @@ CANDIDATES = {
 # and for gemm a narrow layer at decode and prefill plus a wide layer at decode.
 TIMED = {
     "attention_prefill": ["gqa32x8-s8k-causal", "gqa32x8-s8k-full"],
-    "gemm": ["llama3-8b-o-decode", "llama3-8b-o-prefill", "llama3-8b-gate_up-decode", "llama3-8b-down-decode"],
+    "gemm": [
+        "llama3-8b-o-decode",
+        "llama3-8b-o-prefill",
+        "llama3-8b-gate_up-decode",
+        "llama3-8b-down-decode",
+    ],
 }
 
 
@@ -72,7 +77,9 @@ def save() -> None:
 def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
     diff = (a != b).nonzero()
     idx = tuple(diff[0].tolist())
-    return f"{int((a != b).sum())} of {a.numel()} differ, first at {idx}: {a[idx].item()!r} vs {b[idx].item()!r}"
+    return (
+        f"{int((a != b).sum())} of {a.numel()} differ, first at {idx}: {a[idx].item()!r} vs {b[idx].item()!r}"
+    )
 
 
 def correctness(task, fn, problems) -> list[str]:
@@ -86,7 +93,10 @@ def correctness(task, fn, problems) -> list[str]:
         want = task.reference(*args)
         err = (got.float() - want.float()).abs().max().item()
         ok = torch.allclose(got.float(), want.float(), atol=tol.atol, rtol=tol.rtol)
-        print(f"    correctness {variant or problem.dims}: max_abs_err={err:.3g} {'ok' if ok else 'FAIL'}", flush=True)
+        print(
+            f"    correctness {variant or problem.dims}: max_abs_err={err:.3g} {'ok' if ok else 'FAIL'}",
+            flush=True,
+        )
         if not ok:
             errors.append(f"incorrect on {variant or problem.dims}: max_abs_err={err:.3g}")
     return errors
@@ -102,11 +112,18 @@ def invariance(task, fn, problems, sizes) -> list[str]:
         for batch in sizes:
             for slot in sorted({0, batch // 2, batch - 1}):
                 mates = task.samples(problem, gen, batch - 1)
-                out = task.select(fn(*task.compose(problem, mates[:slot] + [target] + mates[slot:], gen)), slot)[0]
+                out = task.select(
+                    fn(*task.compose(problem, [*mates[:slot], target, *mates[slot:]], gen)), slot
+                )[0]
                 if not torch.equal(out, alone):
-                    errors.append(f"BI violation {variant or problem.dims} batch={batch} slot={slot}: "
-                                  f"{first_difference(out, alone)}")
-        print(f"    invariance {variant or problem.dims} batches {sizes}: {'FAIL' if errors else 'ok'}", flush=True)
+                    errors.append(
+                        f"BI violation {variant or problem.dims} batch={batch} slot={slot}: "
+                        f"{first_difference(out, alone)}"
+                    )
+        print(
+            f"    invariance {variant or problem.dims} batches {sizes}: {'FAIL' if errors else 'ok'}",
+            flush=True,
+        )
     return errors
 
 
@@ -143,7 +160,10 @@ def variants(name: str, mod):
     elif name == "gemm_persistent_tma":
         for tiles in mod.SWEEP_TILES:
             for ws in (False, True):
-                yield f"tiles={tiles} ws={ws}", lambda a, b, t=tiles, w=ws: mod.matmul(a, b, tiles=t, warp_specialize=w)
+                yield (
+                    f"tiles={tiles} ws={ws}",
+                    lambda a, b, t=tiles, w=ws: mod.matmul(a, b, tiles=t, warp_specialize=w),
+                )
 
 
 def smoke(name: str, sweep: bool, deadline: float) -> bool:
@@ -155,11 +175,19 @@ def smoke(name: str, sweep: bool, deadline: float) -> bool:
     try:
         mod = load(name)
         if DEVICE.type == "cpu":
-            problems = [{"layout": "gqa", "causal": True, "seq_len": 45}] if task.name == "attention_prefill" else [{}]
+            problems = (
+                [{"layout": "gqa", "causal": True, "seq_len": 45}]
+                if task.name == "attention_prefill"
+                else [{}]
+            )
             bi_problems, sizes = problems, [2, 3]
         elif task.name == "attention_prefill":
-            problems = [{"layout": "gqa", "causal": True, "seq_len": 200}, {"layout": "mha", "causal": False, "seq_len": 256},
-                        {"layout": "gqa4", "causal": False, "seq_len": 200}, {"layout": "mha", "causal": True, "seq_len": 384}]
+            problems = [
+                {"layout": "gqa", "causal": True, "seq_len": 200},
+                {"layout": "mha", "causal": False, "seq_len": 256},
+                {"layout": "gqa4", "causal": False, "seq_len": 200},
+                {"layout": "mha", "causal": True, "seq_len": 384},
+            ]
             bi_problems = problems[:2]
             sizes = [2, 3, 8]
         else:
@@ -198,8 +226,9 @@ def profile(name: str) -> None:
     task = get_task(CANDIDATES[name])
     mod = load(name)
     workload = {w.name: w for w in task.workloads()}[TIMED[task.name][0]]
-    args = task.workload_inputs(workload, torch.Generator(device="cuda").manual_seed(3), torch.device("cuda"),
-                                torch.bfloat16)
+    args = task.workload_inputs(
+        workload, torch.Generator(device="cuda").manual_seed(3), torch.device("cuda"), torch.bfloat16
+    )
     mod.kernel(*args)
     torch.cuda.synchronize()
 
@@ -208,7 +237,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--candidate", action="append", choices=sorted(CANDIDATES))
     ap.add_argument("--sweep", action="store_true", help="also time the SWEEP_TILES alternatives")
-    ap.add_argument("--sweep-seconds", type=float, default=150.0, help="stop starting sweep entries after this")
+    ap.add_argument(
+        "--sweep-seconds", type=float, default=150.0, help="stop starting sweep entries after this"
+    )
     ap.add_argument("--profile", choices=sorted(CANDIDATES), help="one call of the first workload (for ncu)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script")
     ap.add_argument("--report", default="smoke.json", help="file name under $OUT")
@@ -227,7 +258,12 @@ def main() -> None:
         return
     deadline = time.time() + args.sweep_seconds
     ok = [smoke(name, args.sweep, deadline) for name in args.candidate or CANDIDATES]
-    print("smoke:", ", ".join(f"{n}={'ok' if o else 'FAIL'}" for n, o in zip(args.candidate or CANDIDATES, ok)))
+    print(
+        "smoke:",
+        ", ".join(
+            f"{n}={'ok' if o else 'FAIL'}" for n, o in zip(args.candidate or CANDIDATES, ok, strict=True)
+        ),
+    )
     sys.exit(0 if all(ok) else 1)
 
 

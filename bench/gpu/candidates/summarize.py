@@ -1,6 +1,6 @@
 """One table per candidate from the gate's JSON (``$OUT/check_<name>.json``) and the smoke/sweep files.
 
-    python3 bench/gpu/candidates/summarize.py OUT_DIR
+python3 bench/gpu/candidates/summarize.py OUT_DIR
 """
 
 from __future__ import annotations
@@ -22,11 +22,15 @@ def gate_table(path: Path) -> None:
     except (OSError, json.JSONDecodeError) as exc:
         print(f"## {path.stem}: no readable JSON ({exc})")
         return
-    print(f"## {path.stem.removeprefix('check_')}: verdict={data.get('verdict')} geomean={data.get('geomean')}")
+    print(
+        f"## {path.stem.removeprefix('check_')}: verdict={data.get('verdict')} geomean={data.get('geomean')}"
+    )
     if data.get("reason"):
         print(f"   reason: {data['reason']}")
     for stage in data.get("stages", []):
-        print(f"   stage {stage.get('name')}: {stage.get('verdict')} {stage.get('ms')} ms {stage.get('detail') or ''}")
+        print(
+            f"   stage {stage.get('name')}: {stage.get('verdict')} {stage.get('ms')} ms {stage.get('detail') or ''}"
+        )
     scores = data.get("scores") or []
     if not scores:
         return
@@ -41,9 +45,17 @@ def gate_table(path: Path) -> None:
             cells.append(f"{b.get('throughput', 0):.4g} ({b.get('bi') or '?'})" if b else "—")
         ratio = s.get("ratio_best")
         ratio_cell = f"{ratio:.2f}" if ratio else "—"
-        print(f"   | {s.get('workload')} | {s.get('throughput', 0):.4g} | " + " | ".join(cells) + f" | {ratio_cell} |")
-    print("   | geomean | " + f"{geomean([s.get('throughput', 0) for s in scores]):.4g} | "
-          + " | ".join(f"{geomean(v):.4g}" for v in per_baseline.values()) + " | |")
+        print(
+            f"   | {s.get('workload')} | {s.get('throughput', 0):.4g} | "
+            + " | ".join(cells)
+            + f" | {ratio_cell} |"
+        )
+    print(
+        "   | geomean | "
+        + f"{geomean([s.get('throughput', 0) for s in scores]):.4g} | "
+        + " | ".join(f"{geomean(v):.4g}" for v in per_baseline.values())
+        + " | |"
+    )
 
 
 def smoke_table(path: Path) -> None:
