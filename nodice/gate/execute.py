@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from nodice.errors import KernelCrashError, NodiceError, OutputSpecError
+from nodice.gate import progress
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
 
@@ -38,6 +39,7 @@ def poison_allocator(device: torch.device, shapes: list[tuple[torch.Size, torch.
 
 
 def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) -> Any:
+    progress.step()
     try:
         out = fn(*args)
         if args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:

@@ -32,6 +32,7 @@ from nodice.evaluation.guards import (
     unsynchronized_work,
 )
 from nodice.evaluation.guards.bits import same_bits
+from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
 from nodice.gate.execute import check_output, expected_outputs, poison_allocator
 from nodice.gate.loader import Candidate
@@ -121,6 +122,7 @@ class Guardian:
     ) -> Output:
         poison_allocator(self.device, spec)
         self.snapshot_next, self.early = snapshot, []
+        progress.step()
         try:
             out = fn(*args)
         except CheatDetected:
