@@ -95,6 +95,17 @@ def check_output(
     return tuple(outs)
 
 
+def check_layout(task: Task, outs: tuple[torch.Tensor, ...]) -> None:
+    """The task's outputs are contiguous (SPEC §3), or OutputSpecError: a strided view, however right its
+    values, hands the caller a layout it did not ask for (and a benchmark a copy it skipped)."""
+    for name, o in zip(task.output_names, outs, strict=True):
+        if not o.is_contiguous():
+            raise OutputSpecError(
+                f"{name} is a non-contiguous view (shape {tuple(o.shape)}, strides {tuple(o.stride())}); "
+                "the task's outputs must be contiguous"
+            )
+
+
 def run_checked(
     task: Task,
     fn: Callable[..., Any],
