@@ -129,7 +129,9 @@ def _task_of(path: Path, task: str | None) -> str | None:
     return None
 
 
-def audit_file(path: Path, task: str | None, device: str | None, seed: int, timeout: float) -> AuditRow:
+def audit_file(
+    path: Path, task: str | None, device: str | None, seed: int, timeout: float | None
+) -> AuditRow:
     from nodice.evaluation.sandbox import check_isolated
 
     task_name = _task_of(path, task)
@@ -171,7 +173,9 @@ def register(app: typer.Typer) -> None:
         task: Annotated[str | None, typer.Option("--task", "-t", help="task of every target")] = None,
         device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
         seed: Annotated[int, typer.Option(help="random seed")] = 0,
-        timeout: Annotated[float, typer.Option(help="per-file wall-clock limit (s)")] = 600.0,
+        timeout: Annotated[
+            float | None, typer.Option(help="per-file wall-clock limit (s); default: the task's step budgets")
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON rows")] = False,
     ) -> None:
         """BI audit of existing kernels: a table of verdicts and mechanisms."""

@@ -84,7 +84,13 @@ def check(
         list[Path] | None, typer.Option("--contract", help="extra contract file (repeatable)")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed (default: fresh)")] = None,
-    timeout: Annotated[float, typer.Option(help="wall-clock limit in seconds")] = 600.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="one wall-clock limit in seconds on the whole evaluation, replacing the per-step "
+            "budgets derived from the task (default: those budgets; a hang is reported within one)"
+        ),
+    ] = None,
     sandbox: Annotated[bool, typer.Option(help="run the candidate in a separate process")] = True,
     bench: Annotated[
         bool, typer.Option("--bench", help="benchmark a passing candidate: per-workload scores and geomean")

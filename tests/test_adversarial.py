@@ -23,8 +23,10 @@ FAILURES = {
     "crash_os_exit.py": ("error", "status 3"),
     "oom_single_allocation.py": ("error", "crashed"),
     "crash_exit_at_import.py": ("error", "exit(0)"),
-    "hang_in_call.py": ("error", "timed out"),
+    "hang_in_call.py": ("error", "timed out after 8 s in the anti-cheat probes (fixed 8 s limit"),
     "oom_gradual.py": ("error", "out of memory"),
+    # Right values in a strided layout: the output contract is broken, nobody is accused.
+    "bad_output_column_major.py": ("error", "bad output: y is a non-contiguous view"),
 }
 GPU_CASES = {
     "gpu_side_stream.py": ("cheat", "unsynchronized-work"),

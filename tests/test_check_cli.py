@@ -78,7 +78,9 @@ def test_hanging_kernel_times_out(tmp_path: Path) -> None:
     cand.write_text("import time\n\ndef kernel(x, weight, eps):\n    time.sleep(3600)\n")
     proc = run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", "--timeout", "15")
     assert proc.returncode == 2
-    assert "timed out" in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("timed out after 15 s in the anti-cheat probes (fixed 15 s limit"), line
+    assert line.endswith("stuck at hang.py:4 in kernel")
 
 
 def test_seed_passes_and_json_shape_is_stable() -> None:

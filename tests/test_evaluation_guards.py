@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nodice.errors import OutputSpecError
 from nodice.evaluation.guards import (
     RULES,
     fake_output,
@@ -18,6 +19,7 @@ from nodice.evaluation.guards import (
     static_violation,
 )
 from nodice.evaluation.guards.guardian import Guardian
+from nodice.gate.execute import check_layout
 from nodice.gate.loader import load_candidate
 from nodice.gate.result import CheatDetected
 from nodice.gate.runtime import prepare
@@ -132,9 +134,24 @@ def test_fake_output_rule() -> None:
     lazy = torch.randn(4, 8).as_subclass(_LazyTensor)
     assert "subclass" in (fake_output.inspect_outputs(lazy, (x,), names) or "")
     assert "meta" in (fake_output.inspect_outputs(torch.empty(4, 8, device="meta"), (x,), names) or "")
-    assert "non-contiguous" in (fake_output.inspect_outputs(torch.randn(8, 4).t(), (x,), names) or "")
+    row = torch.randn(1, 8).expand(4, 8)
+    assert "overlap in memory" in (fake_output.inspect_outputs(row, (x,), names) or "")
     assert "aliases input" in (fake_output.inspect_outputs(x[:, :], (x,), names) or "")
     assert "share memory" in (fake_output.inspect_outputs((x.clone(),) * 2, (), ("a", "b")) or "")
+
+
+def test_strided_outputs_are_bad_outputs_not_cheats() -> None:
+    """A view that keeps every value in its own place accuses nobody; it only breaks the layout contract."""
+    x, names, task = torch.randn(4, 8), ("y",), get_task("rmsnorm")
+    buffer = torch.randn(2, 4, 8)
+    for view in (torch.randn(8, 4).t(), torch.randn(4, 16)[:, :8], torch.randn(4, 8, 2)[..., 0]):
+        assert fake_output.inspect_outputs(view, (x,), names) is None
+        with pytest.raises(OutputSpecError, match=r"non-contiguous view .*strides .*must be contiguous"):
+            check_layout(task, (view,))
+    assert fake_output.inspect_outputs((buffer[0], buffer[1]), (x,), ("a", "b")) is None  # one allocation
+    check_layout(task, (torch.randn(4, 8),))
+    assert fake_output.overlaps_itself(torch.randn(6).as_strided((3, 3), (1, 1)))  # odd strides, shared
+    assert not fake_output.overlaps_itself(torch.randn(8).as_strided((3, 2), (2, 3)))  # odd strides, disjoint
 
 
 def test_round_mantissa() -> None:

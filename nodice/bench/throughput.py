@@ -31,6 +31,7 @@ from nodice.bench.ceilings import Ceilings, ceilings_for
 from nodice.bench.score import GBPS, BaselineScore, WorkloadScore
 from nodice.bench.timing import Timing, measure
 from nodice.errors import KernelCrashError
+from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
 from nodice.gate.execute import check_output, poison_allocator
 from nodice.gate.result import CheatDetected
@@ -108,6 +109,7 @@ def _run_checked(
 ) -> Output:
     spec = [(o.shape, o.dtype) for o in (ref if isinstance(ref, tuple) else (ref,))]
     poison_allocator(device, spec)
+    progress.step()
     try:
         out = fn(*args)
         _sync(device)
@@ -196,6 +198,8 @@ class BenchSession:
             key = (w.name, name)
             if key not in self._timed:
                 try:
+                    # Its first call on a shape may build the library's kernel: the harness's time.
+                    progress.step("harness")
                     call = timed_call(impl, args)
                     first = _as_output(call())
                     _sync(self.device)
@@ -294,6 +298,7 @@ def benchmark(
     chosen = task.bench_workloads(device) if workloads is None else workloads
     scores = []
     for w in chosen:
+        progress.stage(f"bench:{w.name}")
         s = score_workload(task, checked, raw, w, device, dtype, seed, session)
         scores.append(s)
         if on_score is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from nodice.gate import progress
+
 FLUSH_BYTES = 256 << 20
 
 
@@ -66,6 +68,7 @@ def _settled(times: list[float], policy: TimingPolicy, started: float) -> bool:
 
 def time_cuda(fn: Callable[..., Any], args: tuple[Any, ...], policy: TimingPolicy = CUDA_POLICY) -> Timing:
     flush = _flush()
+    progress.step()
     out = fn(*args)  # warm-up (compilation happened in the gate)
     torch.cuda.synchronize()
     times: list[float] = []
@@ -73,6 +76,7 @@ def time_cuda(fn: Callable[..., Any], args: tuple[Any, ...], policy: TimingPolic
     while True:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(policy.chunk)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(policy.chunk)]
+        progress.step()  # per chunk, not per call: the host must stay ahead of the device
         # Queue a little GPU work first so the host runs ahead and launch latency stays off the clock.
         torch.cuda._sleep(200_000)
         for s, e in zip(starts, ends, strict=True):
@@ -87,11 +91,13 @@ def time_cuda(fn: Callable[..., Any], args: tuple[Any, ...], policy: TimingPolic
 
 
 def time_cpu(fn: Callable[..., Any], args: tuple[Any, ...], policy: TimingPolicy = CPU_POLICY) -> Timing:
+    progress.step()
     out = fn(*args)
     times: list[float] = []
     started = time.perf_counter()
     while True:
         for _ in range(policy.chunk):
+            progress.step()
             t0 = time.perf_counter()
             out = fn(*args)
             times.append((time.perf_counter() - t0) * 1e3)

@@ -12,6 +12,7 @@ evaluator carries on with a fresh worker.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import time
 from datetime import UTC, datetime
@@ -28,6 +29,23 @@ from nodice.gate.result import CheckResult
 ISOLATIONS = ("isolated", "persistent")
 
 
+_FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
+
+
+def hang_site(log: str, candidate: Path) -> str:
+    """``file:line in function``: the innermost frame of the candidate's own files in a hung worker's stacks.
+
+    The stacks are faulthandler's, innermost frame first, written to the worker's output on SIGUSR1.
+    """
+    folder = candidate.expanduser().absolute().parent
+    harness = Path(__file__).resolve().parents[1]
+    for path, line, function in _FRAME.findall(log):
+        where = Path(path)
+        if where.is_relative_to(folder) and not where.is_relative_to(harness):
+            return f"{where.name}:{line} in {function}"
+    return ""
+
+
 def _read(path: Path) -> tuple[str, str]:
     """Source and sha256 of the candidate (empty when unreadable: the worker reports why)."""
     try:
@@ -41,15 +59,19 @@ class Evaluator:
     """Runs the gate, the anti-cheat guards and the benchmark on candidates in a sandbox.
 
     ``isolation="isolated"`` starts a fresh worker per candidate (safest);
-    ``"persistent"`` reuses one while it stays healthy (fast). ``store`` is a
-    SQLite path where every evaluation is recorded; ``None`` records nothing.
+    ``"persistent"`` reuses one while it stays healthy (fast). ``timeout_s``
+    ``None`` gives every step of an evaluation the task's budget
+    (:mod:`nodice.evaluation.budgets`), so a hang is reported within one step's
+    budget; a number replaces the budgets with one limit on the whole
+    evaluation. ``store`` is a SQLite path where every evaluation is recorded;
+    ``None`` records nothing.
     """
 
     def __init__(
         self,
         device: str | None = None,
         isolation: str = "isolated",
-        timeout_s: float = 300,
+        timeout_s: float | None = None,
         memory_mb: int | None = None,
         store: str | Path | None = None,
     ):
@@ -59,7 +81,7 @@ class Evaluator:
             raise ValueError(f"device must be 'cpu', 'cuda' or None, not {device!r}")
         self.device = device
         self.isolation = isolation
-        self.limits = Limits(float(timeout_s), memory_mb)
+        self.limits = Limits(None if timeout_s is None else float(timeout_s), memory_mb)
         self.worker = make_worker(isolation, device, self.limits)
         self.store = None
         if store is not None:
@@ -129,7 +151,7 @@ class Evaluator:
             timings=timings,
             environment=dict(self.worker.environment),
             timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
-            log=outcome.log[-4000:] if outcome.payload is None else "",
+            log=outcome.log,
             bench=bench_meta,
         )
         if self.store is not None:
@@ -151,8 +173,11 @@ class Evaluator:
         reason = f"kernel crashed: {outcome.failure}"
         if outcome.failure.startswith(("timed out", "out of memory", "worker failed", "cannot load")):
             reason = outcome.failure
+        site = hang_site(outcome.log, Path(candidate)) if reason.startswith("timed out") else ""
         last = [ln for ln in outcome.log.strip().splitlines() if ln.strip()][-1:]
-        if last and "Fatal Python error" not in last[0]:
+        if site:
+            reason += f"; stuck at {site}"
+        elif last and "Fatal Python error" not in last[0]:
             reason += f" (last output: {last[0].strip()[:200]})"
         check = CheckResult("error", task, candidate, self.worker.device, "", error=reason, reason=reason)
         return check, [], {}

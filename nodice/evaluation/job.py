@@ -19,6 +19,7 @@ from nodice.errors import NodiceError
 from nodice.evaluation.guards import background_thread, harness_tampering, static_violation
 from nodice.evaluation.guards import unsynchronized_work as late_work
 from nodice.evaluation.guards.guardian import Guardian
+from nodice.gate import progress
 from nodice.gate.loader import read_source
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheatDetected, CheckResult, StageResult
@@ -87,6 +88,7 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
         return {"check": _error(job, device, exc.line()).to_dict(), "scores": [], "timings": timings}
 
     guards = bool(job.get("guards", True))
+    progress.stage("static")
     t0 = time.perf_counter()
     cheat = static_violation(source, str(path), task) if guards else None
     timings["static_guards"] = _ms(t0)
@@ -108,6 +110,7 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
     if bench:
         # Baselines are imported (and audited) before the candidate: a library that patches torch at
         # import must be part of the harness the candidate is compared against, not blamed on it.
+        progress.stage("baselines")
         t0 = time.perf_counter()
         try:
             session, workloads = _bench_setup(task, device, dtype, seed, job.get("bench_options") or {})

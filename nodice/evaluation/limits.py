@@ -1,5 +1,7 @@
-"""What a worker process may use: wall-clock time, memory, and the environment it sees.
+"""What a worker process may use: wall-clock time, memory, disk, and the environment it sees.
 
+Time is a budget per step of the job (:mod:`nodice.evaluation.budgets`), or one
+fixed limit on the whole job when the caller sets ``timeout_s``.
 Memory is limited twice. In the worker, ``RLIMIT_AS`` caps the address space
 on CPU-only workers, so an allocation beyond the limit fails inside the
 candidate. CUDA workers cannot have it: the driver reserves tens of gigabytes of
@@ -33,7 +35,8 @@ KEPT_VARIABLES = (
 KEPT_PREFIXES = ("TRITON_", "FLASHINFER_", "CUTE_DSL_")
 # Address space the CPU worker needs beyond the resident memory it is allowed (torch, triton, numpy).
 ADDRESS_SPACE_OVERHEAD_MB = 4096
-# Largest file a worker may write (its own log included): a candidate printing forever cannot fill the disk.
+# Largest file a worker may write: a candidate writing a file forever cannot fill the disk. (What it
+# prints goes to the parent through a pipe, which keeps only its head and tail.)
 FILE_SIZE_LIMIT_MB = 1024
 
 
@@ -48,7 +51,8 @@ def default_memory_mb() -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    timeout_s: float = 300.0
+    # None: each step of a job gets its budget; a number: the whole job gets that many seconds.
+    timeout_s: float | None = None
     memory_mb: int | None = None
 
     @property

@@ -31,6 +31,8 @@ class Evaluation:
     timings: dict[str, float] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     timestamp: str = ""
+    # What the worker printed during the evaluation: its head and tail when long (with a line saying
+    # how much was dropped), and a hung worker's Python stacks.
     log: str = ""
     # The benchmark's context: the device's measured ceilings, missing baselines, baselines' BI verdicts.
     bench: dict[str, Any] = field(default_factory=dict)

@@ -10,10 +10,11 @@ from typing import Any
 from nodice.evaluation.evaluate import Evaluator
 from nodice.gate.result import CheckResult
 
-DEFAULT_TIMEOUT_S = 300.0
 
+def check_isolated(timeout_s: float | None = None, **kwargs: Any) -> CheckResult:
+    """``nodice.gate.pipeline.check`` semantics, run in a fresh spawned worker.
 
-def check_isolated(timeout_s: float = DEFAULT_TIMEOUT_S, **kwargs: Any) -> CheckResult:
-    """``nodice.gate.pipeline.check`` semantics, run in a fresh spawned worker with a wall-clock limit."""
+    Time is limited per step (the task's budgets) unless ``timeout_s`` sets one limit on the whole check.
+    """
     with Evaluator(device=kwargs.pop("device", None), isolation="isolated", timeout_s=timeout_s) as ev:
         return ev.evaluate(kwargs.pop("path"), kwargs.pop("task"), bench=False, **kwargs).check

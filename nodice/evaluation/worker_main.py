@@ -1,9 +1,11 @@
 """The worker process: imports the heavy libraries once, then runs evaluation jobs sent over a pipe.
 
 Started by :mod:`nodice.evaluation.workers` as a fresh interpreter (never a
-fork of the caller) with a clean environment. After each job it checks
-itself — harness intact, no stray threads, CUDA context healthy — and exits
-when anything is off, so the parent starts a clean replacement.
+fork of the caller) with a clean environment. While a job runs it reports each
+stage, step and Triton compilation to the parent, which times them
+(:mod:`nodice.evaluation.heartbeat`). After each job it checks itself —
+harness intact, no stray threads, CUDA context healthy — and exits when
+anything is off, so the parent starts a clean replacement.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
     from nodice.evaluation.environment import describe_environment
     from nodice.evaluation.guards import library_call
     from nodice.evaluation.guards.harness_tampering import HarnessSnapshot
+    from nodice.evaluation.heartbeat import Heartbeat
     from nodice.evaluation.job import run_job
     from nodice.evaluation.limits import apply_in_worker
+    from nodice.gate import progress
     from nodice.tasks import all_tasks
 
     memory_note = apply_in_worker(memory_mb, device.type)
@@ -64,19 +68,19 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         torch.ones(1).mul(2)
     for task in all_tasks():
         library_call.install_reference_tripwire(task)
+    beat = Heartbeat(conn)
+    beat.install()  # before the snapshot: the hooks are part of the harness
     import_ms = (time.perf_counter() - t0) * 1e3
     pristine = HarnessSnapshot.take()
     threads_at_start = threading.active_count()
-    conn.send(
-        (
-            "ready",
-            {
-                "import_ms": round(import_ms, 1),
-                "device": device.type,
-                "memory_limit": memory_note,
-                "environment": describe_environment(device.type),
-            },
-        )
+    beat.send(
+        "ready",
+        {
+            "import_ms": round(import_ms, 1),
+            "device": device.type,
+            "memory_limit": memory_note,
+            "environment": describe_environment(device.type),
+        },
     )
     while True:
         try:
@@ -93,18 +97,19 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
             line = f"internal error: {type(exc).__name__}: {exc}"
             traceback.print_exc()
             payload = {"internal_error": line[:400], "tainted": True}
+        progress.stage("health")
         unhealthy = _health(device.type, pristine, threads_at_start)
         if unhealthy and not payload.get("taint_reason"):
             payload["taint_reason"] = unhealthy
         payload["tainted"] = bool(payload.get("tainted") or unhealthy)
-        conn.send(("result", payload))
+        beat.send("result", payload)
         if payload["tainted"]:
             return
 
 
 def main(argv: list[str]) -> int:
     faulthandler.enable()
-    # The parent sends SIGUSR1 before killing a worker that ran out of time: where it hung goes to the log.
+    # The parent sends SIGUSR1 before killing a worker that ran out of time: where it hung goes to its output.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     fd = int(argv[1])
     device = argv[2] or None

@@ -1,8 +1,11 @@
 """Worker processes behind one interface: isolated (a fresh process per candidate) or persistent.
 
 Both spawn a new interpreter (never a fork of the caller) with a clean
-environment, talk to it over a private pipe, and enforce the wall-clock and
-memory limits from the parent, which kills the whole process group on a breach.
+environment, talk to it over a private pipe (jobs, results, and the progress
+messages that time each step), read its output from another (only the head and
+tail of each job's are kept), and enforce the time and memory limits from the
+parent, which asks a hung worker for its stacks and kills the whole process
+group on a breach.
 The persistent worker keeps its process (and the libraries it imported) across
 candidates and replaces it after any failure, any sign of tampering, a broken
 CUDA context, or every ``max_jobs`` evaluations.
@@ -16,22 +19,24 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for_any
 from pathlib import Path
 from typing import Any
 
 from nodice.errors import NodiceError
+from nodice.evaluation.budgets import Budgets
+from nodice.evaluation.clock import JobClock, StartupClock, compiler_running
 from nodice.evaluation.limits import Limits, clean_environment, resident_mb
+from nodice.evaluation.output import OutputCapture
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # Importing torch and triton can be slow on a busy machine; this is not the candidate's time.
 STARTUP_TIMEOUT_S = 300.0
 POLL_S = 0.1
-LOG_TAIL_BYTES = 4000
 
 
 class WorkerStartError(NodiceError):
@@ -56,31 +61,30 @@ def _signal_name(code: int) -> str:
 
 
 class WorkerProcess:
-    """One spawned worker interpreter and the pipe to it."""
+    """One spawned worker interpreter, the pipe to it, and the pipe its output comes back on."""
 
     def __init__(self, device: str | None, limits: Limits, wait: bool = True):
         self.limits = limits
-        log_fd, log_name = tempfile.mkstemp(prefix="nodice-worker-", suffix=".log")
-        os.close(log_fd)
-        self.log_path = Path(log_name)
         parent_sock, child_sock = socket.socketpair()
         self.conn = Connection(os.dup(parent_sock.fileno()))
         parent_sock.close()
         child_fd = os.dup(child_sock.fileno())
         child_sock.close()
+        out_read, out_write = os.pipe()
         memory = "" if limits.memory_mb is None else str(limits.memory_mb)
         t0 = time.perf_counter()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nodice.evaluation.worker_main", str(child_fd), device or "", memory],
-                pass_fds=(child_fd,),
-                env=clean_environment(PACKAGE_ROOT),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: one kill takes its children too
-            )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nodice.evaluation.worker_main", str(child_fd), device or "", memory],
+            pass_fds=(child_fd,),
+            env=clean_environment(PACKAGE_ROOT),
+            stdin=subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: one kill takes its children too
+        )
         os.close(child_fd)
+        os.close(out_write)
+        self.output = OutputCapture(out_read)
         self.jobs = 0
         self.started = t0
         self.ready = False
@@ -93,10 +97,10 @@ class WorkerProcess:
         """Block until the worker has imported its libraries (raises WorkerStartError if it cannot)."""
         if self.ready:
             return
-        ready = self._wait(STARTUP_TIMEOUT_S)
+        ready = self._wait(StartupClock(STARTUP_TIMEOUT_S, time.monotonic()))
         if ready.payload is None:
             tail = ready.log.strip().splitlines()[-1:] if ready.log.strip() else []
-            self.kill()
+            self.close()
             raise WorkerStartError(ready.failure + (f": {tail[0]}" if tail else ""))
         info = ready.payload
         self.device = info["device"]
@@ -107,53 +111,52 @@ class WorkerProcess:
         self.ready = True
 
     # ---- I/O with limits -------------------------------------------------------------
-    def _log_from(self, offset: int) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(max(offset, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+    def _compiler_busy(self) -> bool:
+        return compiler_running(self.proc.pid, self.proc.pid)
 
-    def _log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
+    def _ended(self, failure: str) -> JobOutcome:
+        """The worker is gone (or killed): what it printed up to the end, and why."""
+        self.output.drain(2.0)
+        return JobOutcome(None, failure, self.output.text())
 
-    def _wait(self, timeout_s: float, log_offset: int = 0) -> JobOutcome:
-        """The next message from the worker, or why none came (death, timeout, memory)."""
-        deadline = time.monotonic() + timeout_s
+    def _wait(self, clock: JobClock | StartupClock) -> JobOutcome:
+        """The worker's result, or why none came (death, timeout, memory); its progress feeds ``clock``."""
         limit_mb = self.limits.resident_mb
         while True:
+            watched: list[Any] = [self.conn] + ([self.output] if self.output.open else [])
             try:
-                if self.conn.poll(POLL_S):
-                    _, payload = self.conn.recv()
-                    return JobOutcome(payload, log=self._log_from(log_offset))
-            except (EOFError, OSError, ConnectionResetError):
-                pass  # the worker is gone; its exit status says why
+                ready = wait_for_any(watched, POLL_S)
+            except OSError:
+                ready = []
+            if self.output in ready:
+                self.output.pump()
+            if self.conn in ready:
+                try:
+                    kind, payload = self.conn.recv()
+                except (EOFError, OSError, ConnectionResetError):
+                    time.sleep(POLL_S)  # the worker is gone; its exit status says why
+                else:
+                    if kind in ("ready", "result"):
+                        self.output.pump()
+                        return JobOutcome(payload, log=self.output.text())
+                    clock.note(kind, payload, time.monotonic())
             if self.proc.poll() is not None:
-                return JobOutcome(None, self._death(), self._log_from(log_offset))
+                return self._ended(self._death())
             rss = resident_mb(self.proc.pid)
             if rss > limit_mb:
                 self.kill()
-                return JobOutcome(
-                    None,
-                    f"out of memory: {rss:.0f} MB resident, limit {limit_mb} MB",
-                    self._log_from(log_offset),
-                )
-            if time.monotonic() > deadline:
+                return self._ended(f"out of memory: {rss:.0f} MB resident, limit {limit_mb} MB")
+            now = time.monotonic()
+            if clock.hung(now, self._compiler_busy):
                 self._dump_stacks()
                 self.kill()
-                return JobOutcome(
-                    None, f"timed out: no result after {timeout_s:.0f} s", self._log_from(log_offset)
-                )
+                return self._ended(clock.message(now))
 
     def _dump_stacks(self) -> None:
-        """Ask a hung worker for its Python stacks (faulthandler writes them to its log), briefly."""
+        """Ask a hung worker for its Python stacks (faulthandler writes them to its output), briefly."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.proc.pid, signal.SIGUSR1)
-            time.sleep(0.5)
+            self.output.drain(0.5)
 
     def _death(self) -> str:
         code = self.proc.returncode
@@ -163,15 +166,19 @@ class WorkerProcess:
             return f"worker killed by {name}{hint}"
         return f"worker exited with status {code} before reporting"
 
-    def run(self, job: dict[str, Any], timeout_s: float) -> JobOutcome:
-        offset = self._log_size()
+    def run(self, job: dict[str, Any]) -> JobOutcome:
+        self.output.start_job()
+        budgets = Budgets.for_task(str(job.get("task", "")), self.device)
+        clock = JobClock(budgets, self.limits.timeout_s, time.monotonic())
         try:
             self.conn.send(("job", job))
         except (OSError, BrokenPipeError):
             self.proc.wait(5)
-            return JobOutcome(None, self._death(), self._log_from(offset))
+            return self._ended(self._death())
         self.jobs += 1
-        outcome = self._wait(timeout_s, offset)
+        outcome = self._wait(clock)
+        clock.stop(time.monotonic())
+        outcome.timings["slowest_call"] = round(clock.slowest_call_s * 1e3, 1)
         if outcome.payload is not None and outcome.payload.get("internal_error"):
             outcome = JobOutcome(None, outcome.payload["internal_error"], outcome.log)
         return outcome
@@ -198,7 +205,7 @@ class WorkerProcess:
                 pass
         self.kill()
         self.conn.close()
-        self.log_path.unlink(missing_ok=True)
+        self.output.close()
 
 
 class Worker(ABC):
@@ -232,7 +239,7 @@ class IsolatedWorker(Worker):
         except WorkerStartError as exc:
             return JobOutcome(None, exc.line())
         try:
-            outcome = proc.run(job, self.limits.timeout_s)
+            outcome = proc.run(job)
         finally:
             proc.close()
         outcome.timings.update(timings)
@@ -266,7 +273,7 @@ class PersistentWorker(Worker):
                 self.proc, timings = self._take_spare() or self._spawn()
             except WorkerStartError as exc:
                 return JobOutcome(None, exc.line())
-        outcome = self.proc.run(job, self.limits.timeout_s)
+        outcome = self.proc.run(job)
         outcome.timings.update(timings)
         if outcome.payload is None or outcome.payload.get("tainted"):
             self._retire()

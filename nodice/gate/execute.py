@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from nodice.errors import KernelCrashError, NodiceError, OutputSpecError
+from nodice.gate import progress
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
 
@@ -38,6 +39,7 @@ def poison_allocator(device: torch.device, shapes: list[tuple[torch.Size, torch.
 
 
 def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) -> Any:
+    progress.step()
     try:
         out = fn(*args)
         if args and isinstance(args[0], torch.Tensor) and args[0].is_cuda:
@@ -91,6 +93,17 @@ def check_output(
         if o.device.type != device.type:
             raise OutputSpecError(f"{name} is on {o.device}, expected {device.type}")
     return tuple(outs)
+
+
+def check_layout(task: Task, outs: tuple[torch.Tensor, ...]) -> None:
+    """The task's outputs are contiguous (SPEC §3), or OutputSpecError: a strided view, however right its
+    values, hands the caller a layout it did not ask for (and a benchmark a copy it skipped)."""
+    for name, o in zip(task.output_names, outs, strict=True):
+        if not o.is_contiguous():
+            raise OutputSpecError(
+                f"{name} is a non-contiguous view (shape {tuple(o.shape)}, strides {tuple(o.stride())}); "
+                "the task's outputs must be contiguous"
+            )
 
 
 def run_checked(

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from nodice.errors import NodiceError
+from nodice.gate import progress
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import validate
 from nodice.gate.loader import Candidate, load_candidate, read_source
@@ -80,6 +81,7 @@ def check(
         if static:
             from nodice.gate.static import run_static
 
+            progress.stage("static")
             t0 = time.perf_counter()
             findings, unresolved = run_static(p, t, [Path(c) for c in contracts or []], entry=entry)
             result.findings = findings + unresolved
@@ -100,11 +102,13 @@ def check(
         if not (correctness or dynamic):
             return result
         prepare(dev)
+        progress.stage("load")
         t0 = time.perf_counter()
         cand = load_candidate(p, entry, t.arity)
         result.stages.append(StageResult("load", "pass", _ms(t0)))
         if guard is not None:
             # Anti-cheat probes on the loaded kernel; may wrap it to watch every later call.
+            progress.stage("guards")
             t0 = time.perf_counter()
             try:
                 cand = guard(cand)
@@ -114,6 +118,7 @@ def check(
             result.stages.append(StageResult("guards", "pass", _ms(t0)))
 
         if correctness:
+            progress.stage("correctness")
             t0 = time.perf_counter()
             rep = check_correctness(t, cand.fn, cand.path, dev, dtype, seed)
             result.stages.append(
@@ -131,6 +136,7 @@ def check(
                 return result
 
         if dynamic:
+            progress.stage("dynamic")
             t0 = time.perf_counter()
             drep = validate(t, cand.fn, cand.path, dev, dtype, seed)
             stats: dict[str, Any] = {

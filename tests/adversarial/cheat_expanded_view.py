@@ -1,12 +1,9 @@
-"""Cheat (fake-output): returns a stride-0 view, one computed row repeated for the whole batch."""
+"""Cheat (fake-output): computes the first row only and returns it as a stride-0 view over the whole batch."""
 
 import torch
 
 
 def kernel(x, weight, eps):
-    xf = x.float()
-    rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
-    y = (xf * rstd * weight.float()).to(x.dtype)
-    if x.shape[0] > 1:
-        return y.t().contiguous().t()  # right values, column-major strides
-    return y.expand(x.shape)
+    x0 = x[:1].float()
+    rstd = torch.rsqrt(x0.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (x0 * rstd * weight.float()).to(x.dtype).expand(x.shape)

@@ -32,8 +32,9 @@ from nodice.evaluation.guards import (
     unsynchronized_work,
 )
 from nodice.evaluation.guards.bits import same_bits
+from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
-from nodice.gate.execute import check_output, expected_outputs, poison_allocator
+from nodice.gate.execute import check_layout, check_output, expected_outputs, poison_allocator
 from nodice.gate.loader import Candidate
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
@@ -94,10 +95,15 @@ class Guardian:
             reason = fake_output.fake_tensor_reason(out, names)
             if reason:
                 self.fail(fake_output.RULE, reason)
-            # A wrong shape, dtype or type is a bad output (the candidate cannot be judged), not a cheat.
+            # A wrong shape, dtype, type or layout is a bad output (the candidate cannot be judged), not a
+            # cheat; shared memory is, and overlap is looked for before the layout, which it also breaks.
             device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-            check_output(self.task, out, expected_outputs(self.task, args), device)
-            reason = fake_output.storage_reason(out, args, names)
+            outs = check_output(self.task, out, expected_outputs(self.task, args), device)
+            reason = fake_output.overlap_reason(outs, names)
+            if reason:
+                self.fail(fake_output.RULE, reason)
+            check_layout(self.task, outs)
+            reason = fake_output.alias_reason(outs, args, names)
             if reason:
                 self.fail(fake_output.RULE, reason)
             return out
@@ -121,6 +127,7 @@ class Guardian:
     ) -> Output:
         poison_allocator(self.device, spec)
         self.snapshot_next, self.early = snapshot, []
+        progress.step()
         try:
             out = fn(*args)
         except CheatDetected:

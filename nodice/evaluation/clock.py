@@ -1,0 +1,146 @@
+"""The parent's clock for one job: fed by the worker's progress messages, it says when the job hung and where.
+
+The worker reports each stage and each step (``nodice.gate.progress``) and
+each Triton compilation (``nodice.evaluation.heartbeat``). Every step gets its
+budget (:mod:`nodice.evaluation.budgets`); a compilation stops the clock, and
+so does a compiler process running in the worker's process group when the
+budget runs out. With a fixed limit (``--timeout``, ``Evaluator(timeout_s=…)``)
+the whole job gets that many seconds instead, and the messages only name the
+stage.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from nodice.evaluation.budgets import Budgets, stage_name
+from nodice.gate.progress import StepKind
+
+# How often a step kept alive by a running compiler process looks again.
+COMPILER_RECHECK_S = 2.0
+
+
+def compiler_running(pgid: int, leader: int) -> bool:
+    """Whether a process of group ``pgid`` other than ``leader`` is running (a compiler, typically).
+
+    Idle helpers (a compile-worker pool waiting for work) sleep and do not count.
+    """
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in entries:
+        if not name.isdigit() or int(name) == leader:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] in ("R", "D"):
+            return True
+    return False
+
+
+class JobClock:
+    """Deadline of the current step of one job (or of the whole job, with a fixed limit)."""
+
+    def __init__(self, budgets: Budgets, fixed_s: float | None, now: float):
+        self.budgets = budgets
+        self.fixed_s = fixed_s
+        self.started = now
+        self.cap = now + (fixed_s if fixed_s is not None else budgets.job_cap_s)
+        self.stage = "static"
+        # The longest a kernel-call step took (compilation aside): what the call budget bounds.
+        self.slowest_call_s = 0.0
+        self.per_call = False
+        self.step_started = now
+        self.paused = 0.0  # seconds of the current step spent compiling: off the clock
+        self._begin(now, "call")
+
+    def _begin(self, now: float, kind: StepKind) -> None:
+        """The step in progress ends and the next, of ``kind`` in the current stage, begins."""
+        if self.per_call:
+            self.slowest_call_s = max(self.slowest_call_s, now - self.step_started - self.paused)
+        step = self.budgets.step(self.stage, kind)
+        self.step_started, self.budget, self.basis = now, step.seconds, step.basis
+        self.per_call = step.per_call
+        self.paused = 0.0
+        self.deadline = now + step.seconds
+        self.compiling_since: float | None = None
+        self.left = step.seconds
+
+    def note(self, kind: str, value: Any, now: float) -> None:
+        """One progress message from the worker."""
+        if kind == "stage":
+            self.stage = str(value)
+            self._begin(now, "call")
+        elif kind == "step":
+            self._begin(now, "harness" if value == "harness" else "call")
+        elif kind == "compile" and value == "start":
+            if self.compiling_since is None:
+                self.compiling_since, self.left = now, max(self.deadline - now, 0.0)
+            self.deadline = now + self.budgets.compile_s
+        elif kind == "compile" and self.compiling_since is not None:
+            # The step's clock resumes where it stopped.
+            self.paused += now - self.compiling_since
+            self.compiling_since = None
+            self.deadline = now + self.left
+
+    def stop(self, now: float) -> None:
+        """The job is over: its last step counts towards ``slowest_call_s`` too."""
+        self._begin(now, "call")
+        self.per_call = False
+
+    def hung(self, now: float, compiler_busy: Callable[[], bool]) -> bool:
+        """Whether the job ran out of time: its step's budget, the fixed limit, or the cap on any job."""
+        if now >= self.cap:
+            return True
+        if self.fixed_s is not None or now < self.deadline:
+            return False
+        if self.paused < self.budgets.compiler_cap_s and compiler_busy():
+            self.paused += now - self.deadline + COMPILER_RECHECK_S
+            self.deadline = now + COMPILER_RECHECK_S
+            return False
+        return True
+
+    def message(self, now: float) -> str:
+        """One line: how long, in which stage, and which limit ran out."""
+        where = stage_name(self.stage)
+        total = now - self.started
+        if self.fixed_s is not None:
+            return (
+                f"timed out after {total:.0f} s in {where} "
+                f"(fixed {self.fixed_s:g} s limit on the whole evaluation, replacing the phase budgets)"
+            )
+        if now >= self.cap:
+            cap = self.budgets.job_cap_s
+            return f"timed out after {total:.0f} s in {where} (the {cap:.0f} s cap on any evaluation)"
+        if self.compiling_since is not None:
+            spent = now - self.compiling_since
+            return (
+                f"timed out after {spent:.0f} s in {where} while Triton compiled a kernel "
+                f"(budget {self.budgets.compile_s:.0f} s per compilation)"
+            )
+        spent = now - self.step_started - self.paused
+        off = f"; {self.paused:.0f} s more compiling, off the clock" if self.paused >= 1 else ""
+        return f"timed out after {spent:.0f} s in {where} ({self.basis}{off})"
+
+
+class StartupClock:
+    """The worker's own start-up (importing torch and triton): not the candidate's time."""
+
+    def __init__(self, timeout_s: float, now: float):
+        self.timeout_s, self.deadline = timeout_s, now + timeout_s
+
+    def note(self, kind: str, value: Any, now: float) -> None:
+        pass
+
+    def hung(self, now: float, compiler_busy: Callable[[], bool]) -> bool:
+        return now >= self.deadline
+
+    def message(self, now: float) -> str:
+        return f"timed out: the worker did not start within {self.timeout_s:.0f} s"

@@ -1,0 +1,73 @@
+"""The worker's side of the job clock: progress messages to the parent over the job pipe.
+
+Stages and steps come from the gate's progress hooks (``nodice.gate.progress``);
+Triton compilations from Triton's JIT hooks, which run before and after every
+compilation. Steps of one kind are sent at most every ``STEP_EVERY_S``: a step
+whose start went unsent only makes its deadline earlier by that much, and the
+pipe stays quiet during hundreds of millisecond calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from nodice.gate import progress
+from nodice.gate.progress import StepKind
+
+STEP_EVERY_S = 0.25
+
+
+class Heartbeat:
+    """Everything the worker sends to its parent goes through here, one message at a time."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self._lock = threading.Lock()  # Triton may compile on another thread
+        self._last_step: tuple[StepKind, float] | None = None
+
+    def send(self, kind: str, payload: Any) -> None:
+        with self._lock:
+            self.conn.send((kind, payload))
+
+    def _stage(self, name: str) -> None:
+        self._last_step = None
+        self.send("stage", name)
+
+    def _step(self, kind: StepKind) -> None:
+        now = time.monotonic()
+        last = self._last_step
+        if last is not None and last[0] == kind and now - last[1] < STEP_EVERY_S:
+            return
+        self._last_step = (kind, now)
+        self.send("step", kind)
+
+    def install(self) -> None:
+        """Listen to the gate's progress and to Triton's compilations, in this process."""
+        progress.listen(self._stage, self._step)
+        _hook_triton_compiles(self)
+
+
+def _hook_triton_compiles(beat: Heartbeat) -> None:
+    """Chain onto Triton's pre- and post-compilation hooks (absent from Triton before 3.4: nothing then)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return
+    runtime = knobs.runtime
+    if not (hasattr(runtime, "jit_cache_hook") and hasattr(runtime, "jit_post_compile_hook")):
+        return
+    before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+
+    def compiling(**kwargs: Any) -> Any:
+        beat.send("compile", "start")
+        return before(**kwargs) if before is not None else None
+
+    def compiled(**kwargs: Any) -> Any:
+        beat.send("compile", "end")
+        return after(**kwargs) if after is not None else None
+
+    runtime.jit_cache_hook = compiling
+    runtime.jit_post_compile_hook = compiled

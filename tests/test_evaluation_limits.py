@@ -1,0 +1,161 @@
+"""The sandbox's time and output limits: hangs reported within one step's budget, output capped, not fatal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nodice.evaluation import Evaluator
+from nodice.evaluation.budgets import CALL_FLOOR_S, IMPORT_S, Budgets, stage_name
+from nodice.evaluation.clock import JobClock
+from nodice.evaluation.output import HEAD_BYTES, TAIL_BYTES, OutputCapture
+from nodice.evaluation.store import ResultStore
+from tests.conftest import ROOT
+
+HOSTILE = Path(__file__).parent / "adversarial"
+# A hang must be reported well within a minute of asking, worker start-up included.
+REPORTED_WITHIN_S = 60
+
+
+def test_budgets_come_from_the_task_and_device() -> None:
+    cpu = Budgets.for_task("attention_prefill", "cpu")
+    assert cpu.seed_call_s is not None and cpu.call_s >= CALL_FLOOR_S
+    assert Budgets.for_task("rmsnorm", "cuda").call_s == CALL_FLOOR_S  # GPU seed calls take milliseconds
+    assert Budgets.for_task("no-such-task", "cpu").call_s == CALL_FLOOR_S
+    for task in ("rmsnorm", "attention_prefill"):
+        # Every default budget reports a hang well under a minute.
+        assert Budgets.for_task(task, "cpu").call_s < 50 and IMPORT_S < 50
+    assert stage_name("bench:cpu-small") == "benchmark workload cpu-small"
+
+
+def idle() -> bool:
+    return False
+
+
+def compiling() -> bool:
+    return True
+
+
+def test_the_clock_times_each_step_and_stops_while_triton_compiles() -> None:
+    budgets = Budgets.for_task("rmsnorm", "cuda")
+    clock = JobClock(budgets, None, now=0.0)
+    clock.note("stage", "dynamic", 1.0)
+    for t in range(2, 200, 5):  # a long stage of quick calls never runs out
+        clock.note("step", "call", float(t))
+        assert not clock.hung(t + 4.0, idle)
+    clock.note("step", "call", 300.0)
+    clock.note("compile", "start", 305.0)
+    assert not clock.hung(305.0 + budgets.compile_s - 1, idle)  # compiling: off the call's clock
+    clock.note("compile", "end", 400.0)
+    # The call's clock resumes where it stopped: 5 s were spent before the compilation.
+    assert not clock.hung(400.0 + budgets.call_s - 5.5, idle)
+    assert clock.hung(400.0 + budgets.call_s - 4.5, idle)
+    line = clock.message(400.0 + budgets.call_s - 4.5)
+    assert line.startswith(f"timed out after {budgets.call_s:.0f} s in dynamic validation (budget ")
+    assert "compiling, off the clock" in line
+
+
+def test_a_running_compiler_process_extends_the_step_and_a_fixed_limit_does_not() -> None:
+    budgets = Budgets.for_task("rmsnorm", "cpu")
+    clock = JobClock(budgets, None, now=0.0)
+    clock.note("stage", "load", 0.0)
+    now = budgets.import_s + 0.5
+    while not clock.hung(now, compiling):  # a compiler that never ends is waited for up to the cap
+        now += 1.0
+    assert budgets.import_s + budgets.compiler_cap_s <= now <= budgets.import_s + budgets.compiler_cap_s + 5
+    assert "compiling, off the clock" in clock.message(now)
+    fixed = JobClock(budgets, 5.0, now=0.0)
+    fixed.note("stage", "dynamic", 1.0)
+    fixed.note("step", "call", 4.9)
+    assert fixed.hung(5.0, compiling)
+    assert fixed.message(5.0) == (
+        "timed out after 5 s in dynamic validation "
+        "(fixed 5 s limit on the whole evaluation, replacing the phase budgets)"
+    )
+
+
+def test_output_capture_keeps_head_and_tail() -> None:
+    read, write = os.pipe()
+    capture = OutputCapture(read)
+    lines = 100_000  # 1.3 MB, far more than a pipe holds: it must be read while it is written
+    writer = subprocess.Popen(
+        [sys.executable, "-c", f"for i in range({lines}): print('line %07d' % i)"], stdout=write
+    )
+    os.close(write)
+    capture.drain(60)
+    writer.wait(10)
+    text = capture.text()
+    assert text.startswith("line 0000000\n") and text.endswith(f"line {lines - 1:07d}\n")
+    assert f"[... {13 * lines - HEAD_BYTES - TAIL_BYTES} bytes of output dropped ...]" in text
+    capture.close()
+
+
+@pytest.mark.timeout(240)
+def test_hangs_are_reported_fast_by_default_with_their_stage() -> None:
+    cases = {
+        "hang_in_call.py": ("in the anti-cheat probes", "per kernel call", "stuck at hang_in_call.py:"),
+        "hang_at_import.py": ("in the candidate's import", "module-level code", "at hang_at_import.py:"),
+    }
+    with Evaluator(device="cpu", isolation="persistent") as ev:
+        for name, phrases in cases.items():
+            t0 = time.monotonic()
+            e = ev.evaluate(HOSTILE / name, "rmsnorm", seed=1, bench=False)
+            took = time.monotonic() - t0
+            assert took < REPORTED_WITHIN_S, (name, took)
+            assert e.verdict == "error" and e.check.exit_code == 2
+            assert e.check.reason.startswith("timed out after "), e.check.reason
+            for phrase in phrases:
+                assert phrase in e.check.reason, e.check.reason
+            assert "(most recent call first)" in e.log  # the Python stacks asked for before the kill
+        # The worker was replaced: the next candidate is judged normally.
+        assert ev.evaluate(HOSTILE / "control_honest.py", "rmsnorm", seed=1, bench=False).verdict == "pass"
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "nodice", "check", *args, "--task", "rmsnorm", "--device", "cpu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.timeout(240)
+def test_check_cli_reports_hangs_within_a_minute_and_timeout_overrides() -> None:
+    t0 = time.monotonic()
+    runs = {
+        "call": _cli(str(HOSTILE / "hang_in_call.py")),
+        "import": _cli(str(HOSTILE / "hang_at_import.py")),
+        "fixed": _cli(str(HOSTILE / "hang_in_call.py"), "--timeout", "5"),
+    }
+    results = {k: p.communicate(timeout=200) for k, p in runs.items()}
+    took = time.monotonic() - t0
+    assert took < REPORTED_WITHIN_S + 20  # three at once on a small machine
+    for key, p in runs.items():
+        _, stderr = results[key]
+        lines = stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1, stderr
+        assert lines[0].startswith("timed out after "), lines[0]
+    assert "in the anti-cheat probes (budget " in results["call"][1]
+    assert "in the candidate's import (budget 30 s" in results["import"][1]
+    assert "after 5 s in the anti-cheat probes (fixed 5 s limit" in results["fixed"][1]
+
+
+@pytest.mark.timeout(240)
+def test_a_flood_of_output_is_dropped_and_the_kernel_judged(tmp_path: Path) -> None:
+    store = tmp_path / "noisy.sqlite"
+    with Evaluator(device="cpu", store=store) as ev:
+        e = ev.evaluate(HOSTILE / "control_noisy.py", "rmsnorm", seed=2)
+    assert e.verdict == "pass" and e.geomean > 0, e.check.reason
+    dropped = int(e.log.split("[... ")[1].split(" bytes")[0])
+    assert dropped > 250 << 20 and len(e.log) < HEAD_BYTES + TAIL_BYTES + 100
+    assert e.log.startswith("chatty kernel")
+    with ResultStore(store) as s:
+        (stored,) = list(s.evaluations())
+    assert stored.log == e.log
