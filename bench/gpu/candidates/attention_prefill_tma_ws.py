@@ -143,7 +143,7 @@ def _attend_key_blocks(
             qk = qk * qk_scale - m_new[:, None]
         else:
             cols = start_n + offs_n
-            if MASK == CAUSAL_MASK:
+            if MASK == CAUSAL_MASK:  # noqa: SIM108 - constexpr branches read better in a kernel
                 visible = cols[None, :] <= offs_m[:, None]
             else:
                 visible = (cols < seq_len)[None, :]

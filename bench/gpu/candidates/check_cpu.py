@@ -71,7 +71,7 @@ def attention_checks(quick: bool) -> None:
     # Tiles for head dims 16 and 32 under the interpreter: the table's small-head entry (staged)
     # and the same tiles walked as one masked loop (the warp-specialised walk of the GPU table).
     staged = mod.tile_config(16, False, 4)
-    single = staged[:4] + (True,)
+    single = (*staged[:4], True)
     cases = [
         ("gqa", True, 45, 16),
         ("gqa", False, 45, 32),
@@ -112,9 +112,13 @@ def attention_checks(quick: bool) -> None:
             gen, CPU, torch.float32, layout=layout, causal=causal, seq_len=seq, head_dim=16
         )
         target = task.samples(problem, gen, 1)[0]
-        run = lambda samples: mod.forward(*task.compose(problem, samples, gen), use_tma=use_tma, tiles=tiles)
+
+        def run(samples, problem=problem, use_tma=use_tma, tiles=tiles):
+            return mod.forward(*task.compose(problem, samples, gen), use_tma=use_tma, tiles=tiles)
+
         alone = run([target])[0]
-        name = f"attention BI {layout} {'causal' if causal else 'full'} S={seq} {walk}/{'tma' if use_tma else 'pointer'}"
+        path = "tma" if use_tma else "pointer"
+        name = f"attention BI {layout} {'causal' if causal else 'full'} S={seq} {walk}/{path}"
         sizes = [2, 5, 9] if quick else list(range(2, 10))
         bad = []
         t0 = time.perf_counter()

@@ -181,7 +181,8 @@ def gemm_persistent_tma(keep: Path | None, sweep: bool) -> int:
             sig[name] = "constexpr"
         attrs = {(i,): ALIGNED for i in (0, 1, 2, 4, 5)}  # M = 64 or 4096: not M = 257
         src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
-        label = f"gemm {dtype} swap_ab={swap_ab} tile={block_t}x{block_w}x{mod.BLOCK_K} st={stages} w={warps} ws={ws}"
+        tile = f"{block_t}x{block_w}x{mod.BLOCK_K}"
+        label = f"gemm {dtype} swap_ab={swap_ab} tile={tile} st={stages} w={warps} ws={ws}"
         fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
     return fails
 

@@ -29,7 +29,8 @@ def gate_table(path: Path) -> None:
         print(f"   reason: {data['reason']}")
     for stage in data.get("stages", []):
         print(
-            f"   stage {stage.get('name')}: {stage.get('verdict')} {stage.get('ms')} ms {stage.get('detail') or ''}"
+            f"   stage {stage.get('name')}: {stage.get('verdict')} {stage.get('ms')} ms "
+            f"{stage.get('detail') or ''}"
         )
     scores = data.get("scores") or []
     if not scores:
