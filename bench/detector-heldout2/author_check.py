@@ -9,6 +9,8 @@ For every candidate in pool/manifest.json that lists "cpu":
 CUDA-only candidates are only imported.
 
 Usage: TRITON_INTERPRET=1 python author_check.py [key-substring ...]
+  CHECK_FP16=1  also check correctness with fp16 inputs
+  BI_FP16=1     also check the invariant candidates with fp16 inputs
 """
 import importlib.util
 import json
@@ -444,6 +446,10 @@ def main(filters):
             msg = check_invariant(task, mod)
             good = msg is None
             msg = msg or "bits equal"
+        if os.environ.get("BI_FP16") and c["intended"] == "invariant":
+            m16 = check_invariant(task, mod, dtype=torch.float16)
+            good = good and m16 is None
+            msg += "; fp16 " + (m16 or "bits equal")
         status = "ok " if (ok and ok16 and good) else "BAD"
         bad += status == "BAD"
         print(f"{key:55s} {status} correct={ok} fp16={ok16} {c['intended']:9s} {msg} "
