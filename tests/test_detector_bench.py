@@ -208,3 +208,16 @@ def test_benchmark_bad_input_is_one_line(args: list[str]) -> None:
     proc = run_cli("bench", "detector", *args, timeout=60)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_manifest_may_list_its_candidates(tmp_path: Path) -> None:
+    from nodice.bench.detector.pool import PoolError, load_manifest
+
+    (tmp_path / "pool").mkdir()
+    item = {"task": "rmsnorm", "mechanism": "none", "pattern": "grid", "intended": "invariant"}
+    (tmp_path / "pool" / "manifest.json").write_text(json.dumps({"candidates": [{"key": "rmsnorm/a", **item}]}))
+    (spec,) = load_manifest(tmp_path)
+    assert spec.key == "rmsnorm/a" and spec.intended == "invariant" and spec.split == "main"
+    (tmp_path / "pool" / "manifest.json").write_text(json.dumps({"candidates": [item]}))
+    with pytest.raises(PoolError, match="lacks a field"):
+        load_manifest(tmp_path)

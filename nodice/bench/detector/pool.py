@@ -137,8 +137,15 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def load_manifest(root: Path) -> list[CandidateSpec]:
-    data = _read_json(root / "pool" / MANIFEST_FILE)
-    return [_spec(k, v) for k, v in data["candidates"].items()]
+    """The candidates a manifest describes: keyed by ``task/name``, or a list whose items carry ``key``."""
+    path = root / "pool" / MANIFEST_FILE
+    candidates = _read_json(path)["candidates"]
+    try:
+        if isinstance(candidates, list):
+            return [_spec(str(c["key"]), c) for c in candidates]
+        return [_spec(k, v) for k, v in candidates.items()]
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise PoolError(f"{path}: a candidate lacks a field or is not an object ({exc})") from None
 
 
 def load_pool(root: Path, labels: Path | None = None) -> Pool:
