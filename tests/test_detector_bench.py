@@ -215,9 +215,10 @@ def test_manifest_may_list_its_candidates(tmp_path: Path) -> None:
 
     (tmp_path / "pool").mkdir()
     item = {"task": "rmsnorm", "mechanism": "none", "pattern": "grid", "intended": "invariant"}
-    (tmp_path / "pool" / "manifest.json").write_text(json.dumps({"candidates": [{"key": "rmsnorm/a", **item}]}))
+    manifest = tmp_path / "pool" / "manifest.json"
+    manifest.write_text(json.dumps({"candidates": [{"key": "rmsnorm/a", **item}]}))
     (spec,) = load_manifest(tmp_path)
     assert spec.key == "rmsnorm/a" and spec.intended == "invariant" and spec.split == "main"
-    (tmp_path / "pool" / "manifest.json").write_text(json.dumps({"candidates": [item]}))
+    manifest.write_text(json.dumps({"candidates": [item]}))
     with pytest.raises(PoolError, match="lacks a field"):
         load_manifest(tmp_path)
