@@ -58,6 +58,18 @@ class OracleConfig:
 # thresholds inside it; tasks whose samples are slow under the interpreter get a shorter sweep).
 # On GPU every size up to N plus sizes around the usual heuristics (SM count 132, powers of two).
 _CPU_SWEEP = {"gemm": 12, "attention_prefill": 6, "attention_decode": 6, "moe": 10, "gdn": 6, "sampling": 10}
+# ... and a few larger ones around the thresholds candidates written elsewhere use (powers of two and
+# one past them, 24, 40): a pool whose author never saw this sweep put thresholds at M=17 and beyond.
+_CPU_EXTRA: dict[str, tuple[int, ...]] = {
+    "rmsnorm": (17, 24, 32, 33, 40),
+    "add_rmsnorm": (17, 24, 32, 33, 40),
+    "gemm": (16, 17, 24, 32, 33, 40, 64, 65),
+    "moe": (16, 17, 24, 32, 33, 40),
+    "sampling": (16, 17, 32, 33, 40),
+    "attention_prefill": (8, 9, 16, 17),
+    "attention_decode": (8, 9, 16, 17),
+    "gdn": (8, 9, 16, 17),
+}
 _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
     "add_rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
@@ -74,7 +86,9 @@ def config_for(device: str, task: str) -> OracleConfig:
     if device == "cpu":
         n = _CPU_SWEEP.get(task, 16)
         # The interpreter runs programs one after another, deterministically: no reruns on CPU.
-        return OracleConfig(n, extra_batches=(), seeds=3, repeats=1, batch_repeats=1, samples_per_seed=2 * n)
+        # Batches beyond the 2·n samples drawn per seed repeat samples: identical rows are a batch too.
+        extra = _CPU_EXTRA.get(task, ())
+        return OracleConfig(n, extra, seeds=3, repeats=1, batch_repeats=1, samples_per_seed=2 * n)
     n, extra = _GPU_SWEEP.get(task, (64, ()))
     return OracleConfig(n, extra, seeds=3, repeats=2, batch_repeats=2, samples_per_seed=2 * n)
 
