@@ -106,3 +106,12 @@ def test_tables_show_missing_and_incorrect_entries() -> None:
     assert rows[0] == ["a", "500", "64%", "550 (0.91×)", "0.91×"] and rows[1][1] == "incorrect"
     md = markdown({"date": "d", "device": "GPU", "versions": {}, "limits": {}, "tasks": {"x": entry}})
     assert "Missing baseline other lib: other-lib is not installed" in md
+
+
+def test_an_unknown_workload_is_a_one_line_error() -> None:
+    proc = _nodice("bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--workload", "nope")
+    line = proc.stderr.strip()
+    assert proc.returncode == 2 and "\n" not in line
+    assert line.endswith("--workload nope: no such cpu workload (see `nodice tasks`)")
+    proc = _nodice("bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--workload", "gemm:cpu-small")
+    assert proc.returncode == 2 and "task gemm is not among the benchmarked tasks" in proc.stderr

@@ -177,6 +177,26 @@ def label(
     out.print(f"{dev} labels: {summary}; wrote {path}", markup=False, highlight=False)
 
 
+def _chosen_workloads(items: list[str], tasks: list[str], device: str) -> dict[str, list[str]]:
+    """``[TASK:]NAME`` items as task → workload names; a bare NAME picks the tasks that have it."""
+    import torch
+
+    from nodice.tasks import get_task
+
+    known = {t: [w.name for w in get_task(t).bench_workloads(torch.device(device))] for t in tasks}
+    chosen: dict[str, list[str]] = {}
+    for item in items:
+        t, sep, name = item.rpartition(":")
+        owners = [t] if sep else [tn for tn in tasks if name in known[tn]]
+        if sep and t not in known:
+            raise NodiceError(f"--workload {item}: task {t} is not among the benchmarked tasks")
+        if not owners or any(name not in known[o] for o in owners):
+            raise NodiceError(f"--workload {item}: no such {device} workload (see `nodice tasks`)")
+        for o in owners:
+            chosen.setdefault(o, []).append(name)
+    return chosen
+
+
 def kernels(
     device: DeviceOpt = None,
     task: TaskOpt = None,
@@ -217,11 +237,11 @@ def kernels(
         _fail(f"unknown task(s): {', '.join(unknown)} (known: {', '.join(CATALOG)})")
     if resume and json_out is None:
         _fail("--resume needs --json FILE (the report to continue)")
-    chosen: dict[str, list[str]] = {}
-    for item in workload or []:
-        t, sep, name = item.rpartition(":")
-        for tn in [t] if sep else names:
-            chosen.setdefault(tn, []).append(name)
+    try:
+        chosen = _chosen_workloads(workload or [], names, dev)
+    except NodiceError as exc:
+        _fail(exc.line())
+        return
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
