@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.score import WorkloadScore, geomean, geomean_ratio_best
+from nodice.bench.score import WorkloadScore, baseline_levels, geomean_ratio_best
 from nodice.errors import NodiceError
 from nodice.kernels import bundled_kernel
 
@@ -81,11 +81,8 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
 
     scores: list[WorkloadScore] = list(evaluation.scores)
     meta = dict(evaluation.bench)
-    baseline_names = list(meta.get("baselines", []))
-    levels = {}
-    for name in baseline_names:
-        values = [s.baselines[name].throughput for s in scores if name in s.baselines]
-        levels[name] = _sig(geomean(values), 5) if len(values) == len(scores) else None
+    measured = baseline_levels(scores)
+    levels = {name: _sig(measured.get(name), 5) for name in meta.get("baselines", [])}
     ratio = geomean_ratio_best(scores)
     return {
         "kernel": _relative(kernel),
