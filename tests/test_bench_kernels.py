@@ -48,6 +48,10 @@ def test_the_report_has_every_field_spec_pins(rmsnorm_run: tuple[Any, Path]) -> 
         b = w["baselines"]["torch F.rms_norm"]
         assert b["throughput"] > 0 and b["bi"] == "pass"
         assert w["ratio_best"] == pytest.approx(w["throughput"] / b["throughput"], rel=1e-3)
+    # The warm-up phase ran first: the baseline was audited there, and its verdict handed over.
+    warm = report["warm_up"]
+    assert warm["jobs"] == 1 + 1 + len(entry["workloads"]) and warm["statuses"] == {"ok": warm["jobs"]}
+    assert entry["baselines_audited_in_warm_up"] == ["torch F.rms_norm"] and entry["warm_up_s"] > 0
     md = (out / "k.md").read_text()
     assert "### rmsnorm" in md and "torch F.rms_norm (BI)" in md and "| **geomean** |" in md
     assert "rmsnorm" in proc.stdout and "GB/s" in proc.stdout
@@ -61,6 +65,20 @@ def test_resume_keeps_finished_tasks(rmsnorm_run: tuple[Any, Path]) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads((out / "k.json").read_text())["tasks"] == json.loads(before)["tasks"]
+
+
+def test_without_warm_up_the_measuring_phase_audits(rmsnorm_run: tuple[Any, Path], tmp_path: Path) -> None:
+    _, out = rmsnorm_run
+    proc = _nodice(
+        "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(tmp_path / "k.json"),
+        "--warm-workers", "0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "k.json").read_text())
+    warmed = json.loads((out / "k.json").read_text())
+    assert "warm_up" not in report and "baselines_audited_in_warm_up" not in report["tasks"]["rmsnorm"]
+    # The same verdict either way: the warm-up only moves the audit, it does not change it.
+    assert report["tasks"]["rmsnorm"]["baselines_bi"] == warmed["tasks"]["rmsnorm"]["baselines_bi"]
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -215,10 +215,23 @@ def kernels(
     ] = False,
     seed: Annotated[int, typer.Option(help="random seed of the gate and the workload inputs")] = 0,
     timeout: Annotated[
-        float, typer.Option(help="seconds per task (gate, benchmark, baseline audits)")
+        float, typer.Option(help="seconds per task (gate, benchmark, baseline audits), and per warm-up job")
     ] = 1200.0,
+    warm_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--warm-workers",
+            min=0,
+            help="processes that compile and audit side by side before anything is timed "
+            "(default: about one per core, at most 8; 0: no warm-up phase)",
+        ),
+    ] = None,
 ) -> None:
-    """Every task's best bundled kernel against every library baseline, timed in one run."""
+    """Every task's best bundled kernel against every library baseline, timed in one run.
+
+    First a warm-up phase builds every kernel the run will need and audits every baseline for
+    batch invariance, in parallel; then the tasks are measured one after another on an idle device.
+    """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from nodice.bench.kernels import run_kernel_bench
@@ -252,6 +265,14 @@ def kernels(
     with progress:
         bar = progress.add_task("kernels", total=len(names))
 
+        warm_bar: list[Any] = []
+
+        def warming(total: int, result: Any) -> None:
+            if result is None:
+                warm_bar.append(progress.add_task("warm-up: compiles and audits", total=total))
+                return
+            progress.update(warm_bar[0], advance=1, description=f"warm-up: {result.job.label()}"[:70])
+
         def started(t: str, kernel: Path) -> None:
             progress.update(bar, description=f"{t}: gate + benchmark of {kernel.name}")
 
@@ -270,6 +291,8 @@ def kernels(
                 resume=resume,
                 on_start=started,
                 on_done=done,
+                warm_workers=warm_workers,
+                on_warm=warming,
             )
         except NodiceError as exc:
             _fail(exc.line())

@@ -8,6 +8,13 @@ ceilings (dense matmul rate, copy bandwidth) are measured once at the start and
 handed to every evaluation, so every ``limit_fraction`` in the report divides
 by the same numbers.
 
+Before the first task is measured, a warm-up phase (:mod:`nodice.bench.warm`)
+runs every compile, JIT build and baseline audit of the run side by side in a
+pool of worker processes; the measuring phase then times the tasks one after
+another on an idle GPU, with the compiled code on disk and the audits' verdicts
+handed over (``warm_workers=0`` skips the warm-up: everything then happens in
+the measuring phase, as one task after another).
+
 The JSON (SPEC §6) is rewritten after every task, so a run stopped half-way
 keeps what it finished; ``resume`` skips the tasks a previous report already
 holds.
@@ -147,14 +154,24 @@ def run_kernel_bench(
     resume: bool = False,
     on_start: Callable[[str, Path], None] | None = None,
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
+    warm_workers: int | None = None,
+    on_warm: Callable[[int, Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Benchmark ``tasks`` on ``device``; returns (and, with ``json_path``, keeps writing) the report."""
+    """Benchmark ``tasks`` on ``device``; returns (and, with ``json_path``, keeps writing) the report.
+
+    ``warm_workers``: processes of the warm-up phase (None: about one per core; 0: no warm-up).
+    ``on_warm(total_jobs, result)`` is called once with ``result=None`` before the warm-up, then
+    after each of its jobs.
+    """
     import torch
 
+    from nodice.bench import warm
     from nodice.bench.baselines import baselines_for, provider_versions
+    from nodice.bench.baselines.audit import audit_dtypes, dtype_name
     from nodice.bench.ceilings import ceilings_for
     from nodice.bench.provenance import environment, gpu_versions
     from nodice.evaluation import Evaluator
+    from nodice.tasks import get_task
 
     dev = torch.device(device)
     if resume and json_path is not None and json_path.exists():
@@ -170,10 +187,30 @@ def run_kernel_bench(
         ceilings_dict = ceilings.to_dict()
     every = [b for t in tasks for b in baselines_for(t, dev)]
     report["versions"].update(provider_versions(every))
-    for task_name in tasks:
-        if task_name in report["tasks"]:
-            continue
+    todo = [t for t in tasks if t not in report["tasks"]]
+    warmed: warm.WarmReport | None = None
+    warm.cache_environment()
+    if todo and warm_workers != 0:
+        jobs = warm.plan(todo, {t: bundled_kernel(t) for t in todo}, dev, workloads)
+        if on_warm is not None:
+            on_warm(len(jobs), None)
+        warmed = warm.warm_up(
+            jobs,
+            device,
+            seed=seed,
+            workers=warm_workers,
+            job_timeout_s=timeout_s,
+            on_result=(lambda r: on_warm(len(jobs), r)) if on_warm is not None else None,
+        )
+        report["warm_up"] = warmed.summary()
+        if json_path is not None:
+            _write(json_path, report)
+    for task_name in todo:
         kernel = bundled_kernel(task_name)
+        audits: dict[str, dict[str, Any]] = {}
+        if warmed is not None:
+            dtypes = [dtype_name(d) for d in audit_dtypes(get_task(task_name), dev)]
+            audits = warmed.audits(task_name, dtypes)
         if on_start is not None:
             on_start(task_name, kernel)
         t0 = time.perf_counter()
@@ -185,12 +222,17 @@ def run_kernel_bench(
                 seed=seed,
                 bench_options={
                     "audit_baselines": True,
+                    "audits": audits,
                     "ceilings": ceilings_dict,
                     "workloads": (workloads or {}).get(task_name),
                 },
             )
         entry = task_record(task_name, kernel, evaluation)
         entry["evaluation_s"] = round(time.perf_counter() - t0, 1)
+        if warmed is not None:
+            # Audits taken in the warm-up are marked so: the measuring phase did not spend that time.
+            entry["baselines_audited_in_warm_up"] = sorted(audits)
+            entry["warm_up_s"] = round(sum(r.seconds for r in warmed.results if r.job.task == task_name), 1)
         report["tasks"][task_name] = entry
         if json_path is not None:
             _write(json_path, report)

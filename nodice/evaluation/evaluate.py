@@ -109,7 +109,8 @@ class Evaluator:
 
         ``guards=False`` skips the anti-cheat rules (and with them the benchmark, which runs the
         guarded kernel): for auditing existing kernels, which may wrap a library, for batch
-        invariance alone. ``bench_options``: ``{"workloads": [names], "audit_baselines": bool}``.
+        invariance alone. ``bench_options``: ``{"workloads": [names], "audit_baselines": bool,
+        "audits": {baseline: {"verdict", "detail", "s"}} (verdicts already measured), "ceilings": {...}}``.
         """
         t0 = time.perf_counter()
         p = Path(path).expanduser().absolute()

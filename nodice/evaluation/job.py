@@ -63,7 +63,14 @@ def _bench_setup(
         adopt_ceilings(device, options["ceilings"])
     session = session_for(task, device, dtype)
     if options.get("audit_baselines") and not session.audit_baselines:
-        session = BenchSession(task, device, dtype, audit_baselines=True, seed=seed)
+        session = BenchSession(
+            task,
+            device,
+            dtype,
+            audit_baselines=True,
+            seed=seed,
+            given_audits=dict(options.get("audits") or {}),
+        )
     names = options.get("workloads")
     if not names:
         return session, None

@@ -31,8 +31,8 @@ KEPT_VARIABLES = (
     "LC_ALL",
     "OMP_NUM_THREADS",
 )
-# Triton, and the JIT caches of the library baselines (FlashInfer, CuTe DSL).
-KEPT_PREFIXES = ("TRITON_", "FLASHINFER_", "CUTE_DSL_")
+# Triton, and the JIT caches and settings of the library baselines (FlashInfer, CuTe DSL, flash-attn-4, fla).
+KEPT_PREFIXES = ("TRITON_", "FLASHINFER_", "CUTE_DSL_", "FLASH_ATTENTION_", "FLA_")
 # Address space the CPU worker needs beyond the resident memory it is allowed (torch, triton, numpy).
 ADDRESS_SPACE_OVERHEAD_MB = 4096
 # Largest file a worker may write: a candidate writing a file forever cannot fill the disk. (What it

@@ -84,7 +84,7 @@ def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
 
 def correctness(task, fn, problems) -> list[str]:
     errors = []
-    gen = torch.Generator(device=DEVICE).manual_seed(7)
+    gen = torch.Generator().manual_seed(7)
     tol = task.tolerance(DTYPE)
     for variant in problems:
         problem = task.problem(gen, DEVICE, DTYPE, **variant)
@@ -104,7 +104,7 @@ def correctness(task, fn, problems) -> list[str]:
 
 def invariance(task, fn, problems, sizes) -> list[str]:
     errors = []
-    gen = torch.Generator(device=DEVICE).manual_seed(11)
+    gen = torch.Generator().manual_seed(11)
     for variant in problems:
         problem = task.problem(gen, DEVICE, DTYPE, **variant)
         target = task.samples(problem, gen, 1)[0]
@@ -129,7 +129,7 @@ def invariance(task, fn, problems, sizes) -> list[str]:
 
 def throughput(task, call, workload) -> float:
     """TFLOP/s of ``call`` on the workload's inputs: median of CUDA-event timings, L2 flushed."""
-    gen = torch.Generator(device="cuda").manual_seed(3)
+    gen = torch.Generator().manual_seed(3)
     args = task.workload_inputs(workload, gen, torch.device("cuda"), torch.bfloat16)
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
     call(*args)  # compile and warm up
@@ -227,7 +227,7 @@ def profile(name: str) -> None:
     mod = load(name)
     workload = {w.name: w for w in task.workloads()}[TIMED[task.name][0]]
     args = task.workload_inputs(
-        workload, torch.Generator(device="cuda").manual_seed(3), torch.device("cuda"), torch.bfloat16
+        workload, torch.Generator().manual_seed(3), torch.device("cuda"), torch.bfloat16
     )
     mod.kernel(*args)
     torch.cuda.synchronize()

@@ -64,6 +64,87 @@ def rejected_dtype(
     return ""
 
 
+def audit_dtypes(task: Task, device: torch.device) -> list[torch.dtype]:
+    """The dtypes a baseline is audited in on ``device``: the task's own, then its probes."""
+    return list(dict.fromkeys([task.dtype_for(device), *task.probe_dtypes(device)]))
+
+
+@dataclass(frozen=True)
+class DtypeAudit:
+    """The audit in one dtype: ``skipped`` when the library does not take a probe dtype."""
+
+    dtype: str
+    verdict: Literal["pass", "bi_violation", "error", "skipped"]
+    # The mismatch, the error or why it was skipped; empty on a pass.
+    detail: str = ""
+    contexts: int = 0
+    context: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dtype": self.dtype,
+            "verdict": self.verdict,
+            "detail": self.detail,
+            "contexts": self.contexts,
+            "context": self.context,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DtypeAudit:
+        return cls(str(d["dtype"]), d["verdict"], str(d.get("detail", "")), int(d.get("contexts", 0)),
+                   str(d.get("context", "")))  # fmt: skip
+
+
+def audit_dtype(
+    task: Task,
+    impl: Callable[..., Any],
+    device: torch.device,
+    dtype: torch.dtype,
+    seed: int,
+    *,
+    name: str = "baseline",
+    probe: bool = False,
+) -> DtypeAudit:
+    """Dynamic BI validation of ``impl`` in one dtype; a ``probe`` dtype the library rejects is skipped."""
+    from nodice.gate.dynamic import validate
+
+    try:
+        if probe:
+            reason = rejected_dtype(task, impl, device, dtype, seed)
+            if reason:
+                return DtypeAudit(dtype_name(dtype), "skipped", f"not accepted: {reason}")
+        report = validate(task, impl, Path(f"<{name}>"), device, dtype, seed)
+    except Exception as exc:
+        return DtypeAudit(dtype_name(dtype), "error", _one_line(exc))
+    if report.mismatch is not None:
+        where = f"{report.mismatch.context.get('name')} ({dtype_name(dtype)})"
+        return DtypeAudit(
+            dtype_name(dtype), "bi_violation", report.mismatch.line(), report.contexts_run, where
+        )
+    return DtypeAudit(dtype_name(dtype), "pass", "", report.contexts_run)
+
+
+def combine_audits(parts: Iterable[DtypeAudit], device_type: str) -> BaselineAudit:
+    """One verdict from the per-dtype audits, taken in audit order: the first error or mismatch decides."""
+    checked: list[str] = []
+    skipped: list[str] = []
+    contexts = 0
+    for part in parts:
+        if part.verdict == "skipped":
+            skipped.append(f"{part.dtype} {part.detail}")
+            continue
+        if part.verdict == "error":
+            return BaselineAudit("error", part.detail, tuple(checked))
+        checked.append(part.dtype)
+        contexts += part.contexts
+        if part.verdict == "bi_violation":
+            return BaselineAudit("bi_violation", part.detail, tuple(checked), part.context)
+    detail = f"{contexts} contexts on {device_type} in {', '.join(checked)}"
+    if skipped:
+        detail += "; skipped " + "; ".join(skipped)
+    return BaselineAudit("pass", detail, tuple(checked))
+
+
 def audit_baseline(
     task: Task | str,
     impl: Callable[..., Any],
@@ -74,30 +155,17 @@ def audit_baseline(
     dtypes: Iterable[torch.dtype] | None = None,
 ) -> BaselineAudit:
     """Dynamic BI validation of ``impl`` over ``dtypes`` (default: the task's dtype, then its probes)."""
-    from nodice.gate.dynamic import validate
     from nodice.tasks import get_task
 
-    checked: list[str] = []
-    skipped: list[str] = []
-    contexts = 0
     try:
         t = get_task(task) if isinstance(task, str) else task
-        wanted = list(dtypes) if dtypes is not None else [t.dtype_for(device), *t.probe_dtypes(device)]
-        for i, dtype in enumerate(dict.fromkeys(wanted)):
-            if i > 0:
-                reason = rejected_dtype(t, impl, device, dtype, seed)
-                if reason:
-                    skipped.append(f"{dtype_name(dtype)} not accepted: {reason}")
-                    continue
-            report = validate(t, impl, Path(f"<{name}>"), device, dtype, seed)
-            checked.append(dtype_name(dtype))
-            contexts += report.contexts_run
-            if report.mismatch is not None:
-                where = f"{report.mismatch.context.get('name')} ({dtype_name(dtype)})"
-                return BaselineAudit("bi_violation", report.mismatch.line(), tuple(checked), where)
+        wanted = list(dict.fromkeys(dtypes)) if dtypes is not None else audit_dtypes(t, device)
     except Exception as exc:
-        return BaselineAudit("error", _one_line(exc), tuple(checked))
-    detail = f"{contexts} contexts on {device.type} in {', '.join(checked)}"
-    if skipped:
-        detail += "; skipped " + "; ".join(skipped)
-    return BaselineAudit("pass", detail, tuple(checked))
+        return BaselineAudit("error", _one_line(exc), ())
+    parts: list[DtypeAudit] = []
+    for i, dtype in enumerate(wanted):
+        part = audit_dtype(t, impl, device, dtype, seed, name=name, probe=i > 0)
+        parts.append(part)
+        if part.verdict in ("error", "bi_violation"):
+            break
+    return combine_audits(parts, device.type)
