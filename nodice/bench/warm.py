@@ -50,6 +50,8 @@ JobKind = Literal["gate", "audit", "call"]
 # What a job's result says: "ok" (done), "missing" (the baseline does not load here), "failed"
 # (an exception, in one line), "crashed" (the worker died), "timeout" (the worker was killed).
 STATUSES = ("ok", "missing", "failed", "crashed", "timeout")
+# How long a worker may take to import torch and start, before its first job's time starts.
+START_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,7 @@ def worker_main(device_name: str, seed: int, gate_timeout_s: float) -> None:
     torch.set_num_threads(max(1, int(os.environ.get("NODICE_WARM_THREADS", "2"))))
     device = torch.device(device_name)
     baselines = _Baselines(device)
+    results.write(json.dumps({"ready": True}) + "\n")  # a job's time starts after the imports
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -284,6 +287,7 @@ class _Worker:
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
+        self.ready = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -295,6 +299,16 @@ class _Worker:
     def run(self, job: WarmJob, timeout_s: float) -> tuple[str, dict[str, Any]]:
         """("ok", result) or ("crashed" | "timeout", {"detail": ...}); the worker is unusable after either."""
         assert self.proc.stdin is not None
+        if not self.ready:
+            try:
+                first = self.lines.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                self.kill()
+                return "timeout", {"detail": f"the worker did not start in {START_TIMEOUT_S:.0f} s"}
+            if first is None:
+                self.kill()
+                return "crashed", {"detail": self.last_words()}
+            self.ready = True
         try:
             self.proc.stdin.write(json.dumps(asdict(job)) + "\n")
             self.proc.stdin.flush()
