@@ -441,3 +441,82 @@ def test_exec_is_unresolved(tmp_path: Path) -> None:
     """
     violations, unresolved, _ = analyze(tmp_path, body)
     assert violations == [] and any(f.rule == "opaque_dispatch" for f in unresolved)
+
+
+# A batch tensor's ``tolist()``: one Python value per request, in batch order. A loop over it gives
+# each request its own value; a fixed index, len, max or sum of it is a batch statistic.
+SAMPLING_HEAD = """
+import torch
+
+
+def kernel(logits, temperature, top_k, top_p, seed):
+    probs = torch.softmax(logits, dim=-1)
+"""
+PER_REQUEST_VALUES = {
+    "enumerate_own_generators": (
+        """
+    out = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
+    for i, s in enumerate(seed.tolist()):
+        g = torch.Generator(device=logits.device)
+        g.manual_seed(s)
+        out[i] = torch.multinomial(probs[i], 1, generator=g)[0]
+    return out
+""",
+        True,
+    ),
+    "zip_rows_and_seeds": (
+        """
+    tokens = []
+    for row, s in zip(probs, seed.tolist()):
+        g = torch.Generator(device=logits.device).manual_seed(int(s))
+        tokens.append(torch.multinomial(row, 1, generator=g))
+    return torch.cat(tokens)
+""",
+        True,
+    ),
+    "first_request_seeds_all": (
+        """
+    seeds = seed.tolist()
+    g = torch.Generator(device=logits.device).manual_seed(seeds[0])
+    return torch.multinomial(probs, 1, generator=g)[:, 0]
+""",
+        False,
+    ),
+    "largest_seed": (
+        """
+    g = torch.Generator(device=logits.device).manual_seed(max(seed.tolist()))
+    return torch.multinomial(probs, 1, generator=g)[:, 0]
+""",
+        False,
+    ),
+    "sum_of_seeds": (
+        """
+    g = torch.Generator(device=logits.device).manual_seed(sum(seed.tolist()) % 2**62)
+    return torch.multinomial(probs, 1, generator=g)[:, 0]
+""",
+        False,
+    ),
+    "own_seed_plus_batch_size": (
+        """
+    out = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
+    n = len(seed.tolist())
+    for i, s in enumerate(seed.tolist()):
+        g = torch.Generator(device=logits.device).manual_seed(s + n)
+        out[i] = torch.multinomial(probs[i], 1, generator=g)[0]
+    return out
+""",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PER_REQUEST_VALUES))
+def test_tolist_gives_each_request_its_own_value(tmp_path: Path, name: str) -> None:
+    body, invariant = PER_REQUEST_VALUES[name]
+    path = tmp_path / "cand.py"
+    path.write_text(SAMPLING_HEAD + body)
+    violations, _ = run_static(path, get_task("sampling"))
+    if invariant:
+        assert violations == [], f"{name}: {[(f.rule, f.line, f.message) for f in violations]}"
+    else:
+        assert [f.protected for f in violations] == ["RNG_SEED"], f"{name}: {violations}"

@@ -239,6 +239,11 @@ class TorchMixin(TorchSinksMixin):
             return V(taint=recv.taint)
         if fn in META:
             return V()
+        if fn == "tolist" and recv.batch is not None and recv.rank != 0:
+            # One Python value per sample, in batch order: the same as iterating or indexing the
+            # tensor itself (an element of a loop over it is that sample's own value; len, max,
+            # sum or a fixed index of it are batch statistics, as they are on the tensor).
+            return recv
         if fn in ("item", "tolist"):
             if recv.batch is not None and recv.rank != 0:
                 return V(taint=recv.taint or (self.step(node, f"batch statistic: {self.src(node)}"),))
