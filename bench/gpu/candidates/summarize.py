@@ -27,11 +27,11 @@ def gate_table(path: Path) -> None:
     )
     if data.get("reason"):
         print(f"   reason: {data['reason']}")
-    for stage in data.get("stages", []):
-        print(
-            f"   stage {stage.get('name')}: {stage.get('verdict')} {stage.get('ms')} ms "
-            f"{stage.get('detail') or ''}"
-        )
+    stages = data.get("stages") or {}
+    # `nodice check --json` keys the stages by name.
+    items = stages.items() if isinstance(stages, dict) else ((s.get("name"), s) for s in stages)
+    for name, stage in items:
+        print(f"   stage {name}: {stage.get('verdict')} {stage.get('ms')} ms {stage.get('detail') or ''}")
     scores = data.get("scores") or []
     if not scores:
         return
