@@ -21,30 +21,41 @@ from nodice.tasks import get_task
 CPU = torch.device("cpu")
 
 
-def test_the_plan_has_every_audit_gate_and_call_audits_first() -> None:
+def test_the_plan_has_one_job_per_baseline_and_dtype_and_every_gate() -> None:
     tasks = ["rmsnorm", "gemm"]
     jobs = plan(tasks, {t: bundled_kernel(t) for t in tasks}, CPU)
-    kinds = [j.kind for j in jobs]
-    # Longest first: all audits, then the gates, then the calls.
-    assert kinds == sorted(kinds, key=["audit", "gate", "call"].index)
-    gemm_calls = {j.workload for j in jobs if j.kind == "call" and j.task == "gemm"}
-    assert gemm_calls == {w.name for w in get_task("gemm").bench_workloads(CPU)}
-    assert {(j.task, j.target, j.dtype) for j in jobs if j.kind == "audit"} == {
-        ("rmsnorm", "torch F.rms_norm", "float32"),
-        ("gemm", "torch.mm", "float32"),
-    }
+    # Longest first: the baselines' jobs (audit + every workload), tasks interleaved, then the gates.
+    assert [(j.kind, j.task) for j in jobs] == [
+        ("baseline", "rmsnorm"),
+        ("baseline", "gemm"),
+        ("gate", "rmsnorm"),
+        ("gate", "gemm"),
+    ]
+    rms, gemm = jobs[0], jobs[1]
+    assert (rms.target, rms.dtype, rms.probe) == ("torch F.rms_norm", "float32", False)
+    # One process walks every workload of a baseline, in the benchmark's order: each kernel compiles once.
+    assert gemm.workloads == tuple(w.name for w in get_task("gemm").bench_workloads(CPU))
     assert [j.target for j in jobs if j.kind == "gate"] == [str(bundled_kernel(t)) for t in tasks]
-    # The tasks' calls alternate, so no worker spends the phase on one library.
-    calls = [j.task for j in jobs if j.kind == "call"]
-    assert calls[:2] == ["rmsnorm", "gemm"]
-    only = plan(["gemm"], {"gemm": bundled_kernel("gemm")}, CPU, {"gemm": ["cpu-small"]})
-    assert [j.workload for j in only if j.kind == "call"] == ["cpu-small"]
+    only = plan(["gemm"], {"gemm": bundled_kernel("gemm")}, CPU, {"gemm": ["cpu-decode"]})
+    assert only[0].workloads == ("cpu-decode",)
+    assert WarmJob.from_dict({**only[0].__dict__, "workloads": ["cpu-decode"]}) == only[0]
+
+
+def test_a_probe_dtype_is_its_own_job_without_calls() -> None:
+    cuda = torch.device("cuda")  # planning imports no library and touches no GPU
+    jobs = plan(["gemm"], {"gemm": bundled_kernel("gemm")}, cuda)
+    baseline_jobs = [j for j in jobs if j.kind == "baseline"]
+    assert [(j.dtype, j.probe, bool(j.workloads)) for j in baseline_jobs] == [
+        ("bfloat16", False, True),
+        ("float32", True, False),
+    ]
 
 
 def test_warm_up_audits_agree_with_auditing_in_process() -> None:
     tasks = ["rmsnorm", "gemm"]
     jobs = [j for j in plan(tasks, {t: bundled_kernel(t) for t in tasks}, CPU) if j.kind != "gate"]
     report = warm_up(jobs, "cpu", seed=0, workers=2)
+    assert all(r.detail == "" for r in report.results)  # every workload call ran
     assert report.workers == 2 and len(report.results) == len(jobs)
     assert {r.status for r in report.results} == {"ok"}, [r.to_dict() for r in report.results]
     for task_name, name in (("rmsnorm", "torch F.rms_norm"), ("gemm", "torch.mm")):
@@ -62,15 +73,18 @@ def test_warm_up_audits_agree_with_auditing_in_process() -> None:
 
 def test_failures_are_results_and_the_next_job_still_runs() -> None:
     jobs = [
-        WarmJob("call", "gemm", "torch.mm", workload="no-such-workload"),
-        WarmJob("audit", "gemm", "no such baseline", dtype="float32"),
-        WarmJob("call", "no-such-task", "torch.mm", workload="x"),
-        WarmJob("audit", "rmsnorm", "torch F.rms_norm", dtype="float32"),
+        WarmJob("baseline", "gemm", "torch.mm", dtype="float32", workloads=("no-such-workload", "cpu-decode")),
+        WarmJob("baseline", "gemm", "no such baseline", dtype="float32"),
+        WarmJob("baseline", "no-such-task", "torch.mm", dtype="float32"),
+        WarmJob("baseline", "rmsnorm", "torch F.rms_norm", dtype="float32"),
     ]
     report = warm_up(jobs, "cpu", workers=1)
     by_label = {r.job.label(): r for r in report.results}
     assert [r.job for r in report.results] == jobs  # one worker: in order, none lost
-    assert by_label[jobs[0].label()].status == "failed"
+    # A workload call that fails is noted; the audit and the other calls still count.
+    partial = by_label[jobs[0].label()]
+    assert partial.status == "ok" and partial.audit is not None
+    assert partial.detail == "calls failed: no-such-workload: no such workload"
     missing = by_label[jobs[1].label()]
     assert missing.status == "missing" and "no baseline 'no such baseline'" in missing.detail
     unknown = by_label[jobs[2].label()]
@@ -81,7 +95,7 @@ def test_failures_are_results_and_the_next_job_still_runs() -> None:
 def test_a_job_past_its_time_is_killed_and_a_fresh_worker_takes_the_next() -> None:
     jobs = [
         WarmJob("gate", "rmsnorm", str(bundled_kernel("rmsnorm"))),  # seconds: an isolated evaluation
-        WarmJob("audit", "rmsnorm", "torch F.rms_norm", dtype="float32"),
+        WarmJob("baseline", "rmsnorm", "torch F.rms_norm", dtype="float32"),
     ]
     report = warm_up(jobs, "cpu", workers=1, job_timeout_s=1.5)
     first, second = report.results
@@ -108,7 +122,7 @@ def _worker_pids() -> list[int]:
 def test_a_worker_that_dies_is_reported_and_replaced() -> None:
     jobs = [
         WarmJob("gate", "rmsnorm", str(bundled_kernel("rmsnorm"))),
-        WarmJob("audit", "rmsnorm", "torch F.rms_norm", dtype="float32"),
+        WarmJob("baseline", "rmsnorm", "torch F.rms_norm", dtype="float32"),
     ]
     killed: list[int] = []
 
@@ -155,8 +169,8 @@ def test_combining_per_dtype_audits_keeps_the_audit_order() -> None:
 
 
 def test_warm_report_hands_over_only_complete_verdicts() -> None:
-    job = WarmJob("audit", "gemm", "torch.mm", dtype="bfloat16")
-    probe = WarmJob("audit", "gemm", "torch.mm", dtype="float32", probe=True)
+    job = WarmJob("baseline", "gemm", "torch.mm", dtype="bfloat16", workloads=("llama3-8b-o-decode",))
+    probe = WarmJob("baseline", "gemm", "torch.mm", dtype="float32", probe=True)
     report = WarmReport(device_type="cuda")
     report.results.append(WarmResult(job, "ok", 2.0, audit=_audit("bfloat16", "pass").to_dict()))
     # The probe's job timed out: no verdict for this baseline, the measuring phase audits it.

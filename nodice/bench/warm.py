@@ -11,10 +11,12 @@ another it was most of a full benchmark's wall time on the H200 (sampling
 So ``nodice bench kernels`` runs in two phases. First this one: a pool of
 worker processes runs, side by side,
 
-- the BI audit of every baseline, one job per dtype it is audited in
-  (:func:`nodice.bench.baselines.audit.audit_dtype`);
-- one untimed call of every baseline on every workload's inputs (the same
-  tensors the benchmark draws, no reference);
+- per baseline and dtype it is audited in, one job: its BI audit in that dtype
+  (:func:`nodice.bench.baselines.audit.audit_dtype`), then, in the task's own
+  dtype, one untimed call on every workload's inputs (the same tensors the
+  benchmark draws, no reference). One process walks a baseline's workloads in
+  order, as the measuring phase will, so a library compiles each kernel once
+  (jobs of one library side by side would each compile the same kernels);
 - the gate on every task's kernel (an isolated evaluation, no benchmark);
 
 which fills the compile caches on disk that every process of the run shares
@@ -46,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-JobKind = Literal["gate", "audit", "call"]
+JobKind = Literal["gate", "baseline"]
 # What a job's result says: "ok" (done), "missing" (the baseline does not load here), "failed"
 # (an exception, in one line), "crashed" (the worker died), "timeout" (the worker was killed).
 STATUSES = ("ok", "missing", "failed", "crashed", "timeout")
@@ -58,16 +60,23 @@ START_TIMEOUT_S = 300.0
 class WarmJob:
     kind: JobKind
     task: str
-    # The baseline's name ("audit", "call") or the kernel's path ("gate").
+    # The baseline's name ("baseline") or the kernel's path ("gate").
     target: str
+    # A baseline job: the dtype of its audit (a probe dtype the library may reject), then the
+    # workloads it calls once each (in the task's dtype; none for a probe dtype).
     dtype: str = ""
     probe: bool = False
-    workload: str = ""
+    workloads: tuple[str, ...] = ()
 
     def label(self) -> str:
-        what = {"gate": "gate", "audit": f"audit {self.dtype}", "call": f"call {self.workload}"}[self.kind]
-        target = Path(self.target).name if self.kind == "gate" else self.target
-        return f"{self.task}: {what} · {target}"
+        if self.kind == "gate":
+            return f"{self.task}: gate · {Path(self.target).name}"
+        calls = f" + {len(self.workloads)} calls" if self.workloads else ""
+        return f"{self.task}: {self.target} · audit {self.dtype}{calls}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WarmJob:
+        return cls(**{**d, "workloads": tuple(d.get("workloads") or ())})
 
 
 @dataclass
@@ -76,7 +85,7 @@ class WarmResult:
     status: str
     seconds: float
     detail: str = ""
-    # An audit job's DtypeAudit (as a dict); a gate job's verdict.
+    # A baseline job's DtypeAudit (as a dict); a gate job's verdict.
     audit: dict[str, Any] | None = None
     verdict: str = ""
 
@@ -101,7 +110,7 @@ class WarmReport:
         by_name: dict[str, dict[str, DtypeAudit]] = {}
         seconds: dict[str, float] = {}
         for r in self.results:
-            if r.job.task != task or r.job.kind != "audit" or r.status != "ok" or r.audit is None:
+            if r.job.task != task or r.job.kind != "baseline" or r.status != "ok" or r.audit is None:
                 continue
             by_name.setdefault(r.job.target, {})[r.job.dtype] = DtypeAudit.from_dict(r.audit)
             seconds[r.job.target] = seconds.get(r.job.target, 0.0) + r.seconds
@@ -140,27 +149,29 @@ def plan(
     device: Any,
     workloads: dict[str, list[str]] | None = None,
 ) -> list[WarmJob]:
-    """Every job of the warm-up, longest first: audits, then gates, then the calls, tasks interleaved."""
+    """Every job of the warm-up, longest first: each baseline's audit with its workload calls (tasks
+    interleaved), then the audits in probe dtypes, then the gates."""
     from nodice.bench.baselines import baselines_for
     from nodice.bench.baselines.audit import audit_dtypes, dtype_name
     from nodice.tasks import get_task
 
-    audits: list[WarmJob] = []
+    main: list[list[WarmJob]] = []
+    probes: list[WarmJob] = []
     gates: list[WarmJob] = []
-    calls: list[list[WarmJob]] = []
     for name in tasks:
         task = get_task(name)
         dtypes = audit_dtypes(task, device)
-        chosen = (workloads or {}).get(name) or [w.name for w in task.bench_workloads(device)]
+        chosen = tuple((workloads or {}).get(name) or [w.name for w in task.bench_workloads(device)])
         gates.append(WarmJob("gate", name, str(kernels[name])))
-        task_calls: list[WarmJob] = []
+        own: list[WarmJob] = []
         for b in baselines_for(name, device):
-            for i, dtype in enumerate(dtypes):
-                audits.append(WarmJob("audit", name, b.name, dtype=dtype_name(dtype), probe=i > 0))
-            task_calls.extend(WarmJob("call", name, b.name, workload=w) for w in chosen)
-        calls.append(task_calls)
-    interleaved = [job for group in _round_robin(calls) for job in group]
-    return [*audits, *gates, *interleaved]
+            own.append(WarmJob("baseline", name, b.name, dtype=dtype_name(dtypes[0]), workloads=chosen))
+            probes.extend(
+                WarmJob("baseline", name, b.name, dtype=dtype_name(d), probe=True) for d in dtypes[1:]
+            )
+        main.append(own)
+    interleaved = [job for group in _round_robin(main) for job in group]
+    return [*interleaved, *probes, *gates]
 
 
 def _round_robin(groups: list[list[WarmJob]]) -> Iterable[list[WarmJob]]:
@@ -219,25 +230,29 @@ def run_job(
     impl, reason = baselines.get(job.task, job.target)
     if impl is None:
         return {"status": "missing", "detail": reason}
-    if job.kind == "audit":
-        from nodice.bench.baselines.audit import audit_dtype
-
-        dtype = getattr(torch, job.dtype)
-        part = audit_dtype(task, impl, device, dtype, seed, name=job.target, probe=job.probe)
-        return {"status": "ok", "audit": part.to_dict()}
+    from nodice.bench.baselines.audit import audit_dtype
     from nodice.bench.throughput import timed_call, workload_args
 
-    (w,) = [w for w in task.bench_workloads(device) if w.name == job.workload]
-    args = workload_args(task, w, device, task.dtype_for(device), seed)
-    try:
-        timed_call(impl, args)()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    finally:
-        del args
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    return {"status": "ok"}
+    part = audit_dtype(task, impl, device, getattr(torch, job.dtype), seed, name=job.target, probe=job.probe)
+    known = {w.name: w for w in task.bench_workloads(device)}
+    failed: list[str] = []
+    for name in job.workloads:
+        if name not in known:
+            failed.append(f"{name}: no such workload")
+            continue
+        args = workload_args(task, known[name], device, task.dtype_for(device), seed)
+        try:
+            timed_call(impl, args)()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        except Exception as exc:  # the measuring phase meets the same failure and reports it
+            failed.append(f"{name}: {_one_line(exc)}")
+        finally:
+            del args
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    detail = f"calls failed: {'; '.join(failed)}"[:600] if failed else ""
+    return {"status": "ok", "audit": part.to_dict(), "detail": detail}
 
 
 def worker_main(device_name: str, seed: int, gate_timeout_s: float) -> None:
@@ -257,7 +272,7 @@ def worker_main(device_name: str, seed: int, gate_timeout_s: float) -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
-        job = WarmJob(**json.loads(line))
+        job = WarmJob.from_dict(json.loads(line))
         t0 = time.perf_counter()
         try:
             out = run_job(job, device, seed, baselines, gate_timeout_s)
