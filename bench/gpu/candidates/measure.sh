@@ -43,6 +43,8 @@ sys.exit(0 if entry is not None and not entry["errors"] else 1)
 EOF
 }
 candidates="attention_prefill_tma_ws:attention_prefill gemm_persistent_tma:gemm attention_prefill_gluon:attention_prefill"
+# Candidates the smoke test cannot judge (sampling's correctness is distributional): the gate alone.
+gate_only="sampling_split:sampling"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.csv" 2>&1 || true
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" \
@@ -59,10 +61,10 @@ for spec in $candidates; do
 done
 summarize
 
-for spec in $candidates; do
+for spec in $gate_only $candidates; do
   name=${spec%%:*}
   task=${spec##*:}
-  if ! passed_smoke "$name"; then
+  if [[ " $gate_only " != *" $spec "* ]] && ! passed_smoke "$name"; then
     step "$name: failed the smoke test, no gate run"
     continue
   fi
