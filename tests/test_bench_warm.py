@@ -73,7 +73,9 @@ def test_warm_up_audits_agree_with_auditing_in_process() -> None:
 
 def test_failures_are_results_and_the_next_job_still_runs() -> None:
     jobs = [
-        WarmJob("baseline", "gemm", "torch.mm", dtype="float32", workloads=("no-such-workload", "cpu-decode")),
+        WarmJob(
+            "baseline", "gemm", "torch.mm", dtype="float32", workloads=("no-such-workload", "cpu-decode")
+        ),
         WarmJob("baseline", "gemm", "no such baseline", dtype="float32"),
         WarmJob("baseline", "no-such-task", "torch.mm", dtype="float32"),
         WarmJob("baseline", "rmsnorm", "torch F.rms_norm", dtype="float32"),

@@ -281,6 +281,56 @@ VIOLATING = {
         "RNG_SEED",
         "x.shape[0]",
     ),
+    "split_halved_while_batch_is_small": (
+        """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            splits = 8
+            while splits > 1 and B * splits > 256:
+                splits //= 2
+            part = torch.empty((B, splits), device=x.device)
+            _partial[(B, splits)](x, part, H, triton.cdiv(H, splits), splits, BLOCK_H=256)  # SINK
+            return part
+        """,
+        "work_partitioning",
+        "NUM_SPLITS",
+        "x.shape",
+    ),
+    "split_set_in_except_branch": (
+        """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            try:
+                if B < 16:
+                    raise ValueError("small batch")
+                splits = 1
+            except ValueError:
+                splits = 4
+            part = torch.empty((B, splits), device=x.device)
+            _partial[(B, splits)](x, part, H, triton.cdiv(H, splits), splits, BLOCK_H=256)  # SINK
+            return part
+        """,
+        "work_partitioning",
+        "NUM_SPLITS",
+        "x.shape",
+    ),
+    "split_set_when_an_assert_fails": (
+        """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            splits = 1
+            try:
+                assert B >= 64
+            except AssertionError:
+                splits = 4
+            part = torch.empty((B, splits), device=x.device)
+            _partial[(B, splits)](x, part, H, triton.cdiv(H, splits), splits, BLOCK_H=256)  # SINK
+            return part
+        """,
+        "work_partitioning",
+        "NUM_SPLITS",
+        "x.shape",
+    ),
     "batch_statistic_as_split_count": (
         """
         def kernel(x, weight, eps):
@@ -362,6 +412,41 @@ HARMLESS = {
             part = torch.empty((B, splits), device=x.device)
             _partial[(B, splits)](x, part, H, SPLIT, splits, BLOCK_H=256)
             return part
+        """,
+    "tile_doubled_up_to_the_hidden_size": """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            blk = 16
+            while blk < H and blk < 1024:
+                blk *= 2
+            y = torch.empty_like(x)
+            _row[(B,)](x, weight, y, H, eps, BLOCK_H=blk)
+            return y
+        """,
+    "fixed_size_batch_chunks_in_a_while_loop": """
+        CHUNK = 4096
+
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            y = torch.empty_like(x)
+            row = 0
+            while row < B:
+                n = min(CHUNK, B - row)
+                _row[(n,)](x[row : row + n], weight, y[row : row + n], H, eps, BLOCK_H=1024)
+                row += n
+            return y
+        """,
+    "shape_check_in_try_reraised": """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            try:
+                if B > 2**31:
+                    raise ValueError("too many rows")
+            except ValueError:
+                raise
+            y = torch.empty_like(x)
+            _row[(B,)](x, weight, y, H, eps, BLOCK_H=1024)
+            return y
         """,
     "per_sample_tensor_data": """
         def kernel(x, weight, eps):

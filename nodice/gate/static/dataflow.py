@@ -88,6 +88,9 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         self.seeded_loops: set[int] = set()
         self.scope_body: list[ast.stmt] = []  # the function (or module) body being run
         self._rest: list[ast.stmt] = []
+        # Per enclosing ``try``: the batch-dependent conditions under which its body raises (an
+        # ``if …: raise`` or an ``assert``); its handlers run under them.
+        self.raises: list[list[Trace]] = []
 
     def step(self, node: ast.AST, note: str = "") -> str:
         line = getattr(node, "lineno", 0)
@@ -280,6 +283,9 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         rest = self._rest
         cond = self.expr(s.test)
         taint = cond.taint
+        if taint is not None and _raises_only(s.body) and not s.orelse and self.raises:
+            # Inside a ``try``, a raise is a jump to its handler: the handler's values depend on it.
+            self.raises[-1].append(extend(taint, self.step(s, "raises under a batch-dependent condition")))
         if taint is not None and (_empty_batch_test(s.test) or (_raises_only(s.body) and not s.orelse)):
             taint = None
         ctrl = extend(taint, self.step(s, "batch-dependent branch")) if taint is not None else None
@@ -314,13 +320,28 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
     s_AsyncWith = s_With
 
     def s_Try(self, s: ast.Try) -> None:
-        self.run(s.body)
+        self.raises.append([])
+        try:
+            self.run(s.body)
+        finally:
+            raised = self.raises.pop()
+        saved_control = self.control
+        if raised:
+            # What a handler assigns, it assigns only when the batch-dependent raise fired.
+            self.control = extend(raised[0], self.step(s, "handled when it raises"))
         for h in s.handlers:
             if h.name:
                 self.env[h.name] = V()
             self.run(h.body)
+        self.control = saved_control
         self.run(s.orelse)
         self.run(s.finalbody)
+
+    def s_Assert(self, s: ast.Assert) -> None:
+        cond = self.expr(s.test)
+        if cond.taint is not None and self.raises:
+            fails = self.step(s, "fails under a batch-dependent condition")
+            self.raises[-1].append(extend(cond.taint, fails))
 
     s_TryStar = s_Try
 

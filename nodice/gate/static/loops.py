@@ -122,13 +122,22 @@ class LoopMixin:
         return V(taint=it.taint, opaque=True)
 
     def s_While(self, s: ast.While) -> None:
-        self.expr(s.test)
+        """A loop whose condition depends on the batch: what its body assigns depends on how many times
+        it ran (``while splits > 1 and B * splits > 256: splits //= 2``)."""
         self.loops.append(None)
         before = dict(self.env)
-        self.run(s.body)
-        if _tainted(self.env) != _tainted(before):
+        saved_control = self.control
+        for _ in range(2):  # the condition again after one pass: the body may taint what it tests
+            cond = self.expr(s.test)
+            if cond.taint is not None and self.control is None:
+                self.control = extend(cond.taint, self.step(s, "batch-dependent loop condition"))
+            tainted = _tainted(self.env)
             self.run(s.body)
+            if _tainted(self.env) == tainted:
+                break
+        self.control = saved_control
         self.env = merge_envs(before, self.env)
         self.loops.pop()
+        self.run(s.orelse)
 
     s_AsyncFor = s_For
