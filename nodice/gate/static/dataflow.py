@@ -285,7 +285,9 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         taint = cond.taint
         if taint is not None and _raises_only(s.body) and not s.orelse and self.raises:
             # Inside a ``try``, a raise is a jump to its handler: the handler's values depend on it.
-            self.raises[-1].append(extend(taint, self.step(s, "raises under a batch-dependent condition")))
+            self.raises[-1].append(
+                extend(taint, self.step(s, "raises under a batch-dependent condition")) or taint
+            )
         if taint is not None and (_empty_batch_test(s.test) or (_raises_only(s.body) and not s.orelse)):
             taint = None
         ctrl = extend(taint, self.step(s, "batch-dependent branch")) if taint is not None else None
@@ -341,7 +343,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         cond = self.expr(s.test)
         if cond.taint is not None and self.raises:
             fails = self.step(s, "fails under a batch-dependent condition")
-            self.raises[-1].append(extend(cond.taint, fails))
+            self.raises[-1].append(extend(cond.taint, fails) or cond.taint)
 
     s_TryStar = s_Try
 

@@ -27,6 +27,7 @@ class LoopMixin:
     mod: ModuleInfo
     env: dict[str, V]
     loops: list[int | None]
+    control: Trace | None
 
     if TYPE_CHECKING:
 
