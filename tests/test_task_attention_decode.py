@@ -10,7 +10,7 @@ import torch
 import nodice
 from nodice.gate.pipeline import check
 from nodice.tasks import get_task
-from nodice.tasks._attention import HOPPER_SM_COUNT, attend, layouts_for
+from nodice.tasks._attention import HOPPER_SM_COUNT, SWEEP_LAYOUTS, attend, layouts_for
 
 TASK = "attention_decode"
 EXAMPLES = Path(nodice.__file__).parent / "examples" / TASK
@@ -134,7 +134,7 @@ def test_contexts_span_mate_lengths_layouts_and_the_sm_count(device: str) -> Non
     _, hi = problem.dims["lengths"]
     mates = [c.params["mate_len"] for c in contexts]
     assert min(m[0] for m in mates) == 1 and max(m[1] for m in mates) >= 3 * hi
-    heads = [layouts_for(dev)[c.params["variant"]["layout"]] for c in contexts]
+    heads = [{**layouts_for(dev), **SWEEP_LAYOUTS}[c.params["variant"]["layout"]] for c in contexts]
     assert any(h.q_heads == h.kv_heads for h in heads) and any(h.q_heads > h.kv_heads for h in heads)
     grid = [c.batch_size * h.q_heads for c, h in zip(contexts, heads, strict=True)]
     assert min(grid) < HOPPER_SM_COUNT <= max(grid), grid

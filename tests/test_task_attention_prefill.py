@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import nodice
 from nodice.gate.pipeline import check
 from nodice.tasks import get_task
-from nodice.tasks._attention import HOPPER_SM_COUNT, layouts_for
+from nodice.tasks._attention import HOPPER_SM_COUNT, SWEEP_LAYOUTS, layouts_for
 
 TASK = "attention_prefill"
 EXAMPLES = Path(nodice.__file__).parent / "examples" / TASK
@@ -85,7 +85,7 @@ def test_contexts_cover_layouts_positions_and_both_sides_of_the_sm_count(device:
     contexts = get_task(TASK).contexts(torch.device(device))
     variants = [c.params["variant"] for c in contexts]
     assert {v["causal"] for v in variants} == {True, False}
-    heads = [layouts_for(torch.device(device))[v["layout"]] for v in variants]
+    heads = [{**layouts_for(torch.device(device)), **SWEEP_LAYOUTS}[v["layout"]] for v in variants]
     assert any(h.q_heads == h.kv_heads for h in heads) and any(h.q_heads > h.kv_heads for h in heads)
     slots = {(c.resolved_position(), c.batch_size) for c in contexts}
     assert any(p == 0 for p, _ in slots) and any(p == b - 1 for p, b in slots)

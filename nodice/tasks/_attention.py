@@ -58,6 +58,16 @@ ATTENTION_TOLERANCES: dict[torch.dtype, Tolerance] = {
 }
 
 
+# Layouts of the problem-shape sweep, on both devices and only by name: with one or two heads,
+# batch·heads and batch·heads·tokens start small at batch 1, so a heuristic keyed on such a
+# product (a split or tile chosen while B·H < 132, or while the batch has few tokens) changes
+# between the sweep's batches. Never drawn at random for correctness problems.
+SWEEP_LAYOUTS = {
+    "h1": HeadLayout("h1", 1, 1),
+    "h2": HeadLayout("h2", 2, 1),
+}
+
+
 def layouts_for(device: torch.device) -> dict[str, HeadLayout]:
     return GPU_LAYOUTS if device.type == "cuda" else CPU_LAYOUTS
 
@@ -75,9 +85,10 @@ def pick_layout(gen: torch.Generator, device: torch.device, name: str | None) ->
     table = layouts_for(device)
     if name is None:
         return table[choose(gen, sorted(table))]
-    if name not in table:
-        raise ValueError(f"unknown head layout '{name}' (known: {', '.join(sorted(table))})")
-    return table[name]
+    named = {**table, **SWEEP_LAYOUTS}
+    if name not in named:
+        raise ValueError(f"unknown head layout '{name}' (known: {', '.join(sorted(named))})")
+    return named[name]
 
 
 def draw_sm_scale(gen: torch.Generator, head_dim: int) -> float:

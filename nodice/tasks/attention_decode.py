@@ -16,6 +16,7 @@ import torch
 
 from nodice.tasks._attention import (
     ATTENTION_TOLERANCES,
+    SWEEP_LAYOUTS,
     attend,
     choose,
     context,
@@ -66,6 +67,11 @@ _CPU_CONTEXTS: _Plan = [
     ({"layout": "mqa"}, [(5, 4, (1, 1)), (6, 0, (120, 200)), (9, 4, (1, 160)), (34, 33, (1, 16))]),
     ({"layout": "gqa"}, [(5, 2, (1, 4)), (7, 3, (100, 180))]),
     ({"layout": "mha"}, [(6, 5, (1, 200))]),
+    # The problem-shape sweep (one head): B·heads 4 … 133, the batch's tokens from tens to ~1500.
+    (
+        {"layout": "h1", "lengths": (9, 40)},
+        [(4, 3, (1, 8)), (17, 8, (1, 48)), (40, 39, (1, 8)), (133, 66, (1, 8))],
+    ),
 ]
 _GPU_CONTEXTS: _Plan = [
     (
@@ -81,6 +87,12 @@ _GPU_CONTEXTS: _Plan = [
     # Short targets: tiles sized from the longest request show up here.
     ({"layout": "mha", "lengths": (1, 100)}, [(3, 2, (1, 4)), (9, 4, (1000, 4000)), (40, 0, (1, 512))]),
     ({"layout": "gqa4"}, [(5, 4, (1, 16384)), (33, 16, (1, 2048))]),
+    # The problem-shape sweep: one kv head and short requests, so that B·heads (2 … 257) and the
+    # batch's tokens cross the SM count and powers of two between these batches.
+    (
+        {"layout": "h1", "lengths": (16, 300)},
+        [(2, 1, (1, 64)), (9, 8, (1, 512)), (33, 16, (1, 256)), (133, 66, (1, 128)), (257, 0, (1, 64))],
+    ),
 ]
 
 
@@ -183,7 +195,8 @@ class AttentionDecode(Task):
     def contexts(self, device: torch.device) -> list[BIContext]:
         out = []
         for variant, batches in _GPU_CONTEXTS if device.type == "cuda" else _CPU_CONTEXTS:
-            label = variant["layout"] + (",short-target" if "lengths" in variant else "")
+            short = "lengths" in variant and variant["layout"] not in SWEEP_LAYOUTS
+            label = variant["layout"] + (",short-target" if short else "")
             out += [context(label, b, pos, variant, mate_len=mates) for b, pos, mates in batches]
         return out
 

@@ -79,6 +79,22 @@ _GPU_CONTEXTS: list[tuple[dict[str, Any], list[tuple[int, int]]]] = [
     ({"layout": "mha", "causal": True}, [(4, 2), (17, 16)]),
     ({"layout": "gqa", "causal": False}, [(2, 1), (20, 10)]),
 ]
+# The problem-shape sweep: one or two heads and short sequences, so that B·heads (2 … 257 and
+# 6 … 280 query heads) and the batch's tokens (B·S: 256 … 32896 and 600 … 28000) cross the SM
+# count, powers of two and one wave between the sweep's batches, which the real head layouts at
+# batch 1 are already past.
+_GPU_SWEEP: list[tuple[dict[str, Any], list[tuple[int, int]]]] = [
+    (
+        {"layout": "h1", "causal": False, "seq_len": 128},
+        [(2, 1), (5, 4), (17, 16), (33, 0), (65, 64), (133, 66), (257, 128)],
+    ),
+    ({"layout": "h2", "causal": True, "seq_len": 200}, [(3, 2), (9, 8), (33, 16), (67, 0), (140, 139)]),
+]
+# On CPU: B·heads 2 … 133 and 3 … 80, tokens 32 … 2128 and 60 … 800.
+_CPU_SWEEP: list[tuple[dict[str, Any], list[tuple[int, int]]]] = [
+    ({"layout": "h1", "causal": False, "seq_len": 16}, [(2, 1), (9, 8), (33, 16), (65, 0), (133, 66)]),
+    ({"layout": "h2", "causal": True, "seq_len": 20}, [(3, 2), (17, 8), (40, 39)]),
+]
 
 
 class AttentionPrefill(Task):
@@ -142,7 +158,8 @@ class AttentionPrefill(Task):
 
     def contexts(self, device: torch.device) -> list[BIContext]:
         out = []
-        for variant, batches in _GPU_CONTEXTS if device.type == "cuda" else _CPU_CONTEXTS:
+        plan = _GPU_CONTEXTS + _GPU_SWEEP if device.type == "cuda" else _CPU_CONTEXTS + _CPU_SWEEP
+        for variant, batches in plan:
             label = f"{variant['layout']},{'causal' if variant['causal'] else 'full'}"
             out += [context(label, b, pos, variant) for b, pos in batches]
         return out

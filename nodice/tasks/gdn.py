@@ -69,6 +69,11 @@ _GPU_CONTEXTS = [
     (65, [(2, 0), (5, 4)]),
     (1000, [(2, 1), (6, -1)]),
 ]
+# The problem-shape sweep: (length, heads, [(batch, target position)]) with one head, so that
+# B·heads (2 … 257) and the batch's tokens (B·T) cross the SM count and powers of two between
+# these batches; the real layout (32 heads) is past most such thresholds at batch 1.
+_GPU_SWEEP = [(64, 1, [(2, 1), (9, 8), (33, 16), (133, 66), (257, -1)])]
+_CPU_SWEEP = [(16, 1, [(3, 2), (9, 4), (17, -1), (65, 32), (133, -1)])]
 
 # fp32 state in every case; bf16 inputs and output, and recurrences hundreds of steps long,
 # leave a correct kernel ~1 % from the fp32 reference.
@@ -174,6 +179,8 @@ class GatedDeltaNet(Task):
         dims: dict[str, Any] = dict(_CPU_DIMS if cpu else _GPU_DIMS)
         lengths = _CPU_LENGTHS if cpu else _GPU_LENGTHS
         dims["T"] = int(variant.get("T") or lengths[int(torch.randint(len(lengths), (1,), generator=gen))])
+        if variant.get("Hh"):
+            dims["Hh"] = int(variant["Hh"])
         a_log, dt_bias = gate_weights(dims["Hh"], gen)
         shared = {"scale": dims["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
         return Problem(device, dtype, dims, shared)
@@ -219,9 +226,14 @@ class GatedDeltaNet(Task):
 
     def contexts(self, device: torch.device) -> list[BIContext]:
         table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
+        sweep = _CPU_SWEEP if device.type == "cpu" else _GPU_SWEEP
         return [
             BIContext(f"T={t},B={b}", b, pos, {"variant": {"T": t}})
             for t, batches in table
+            for b, pos in batches
+        ] + [
+            BIContext(f"T={t},H={h},B={b}", b, pos, {"variant": {"T": t, "Hh": h}})
+            for t, h, batches in sweep
             for b, pos in batches
         ]
 

@@ -34,6 +34,13 @@ def reference_row_chunks(x: torch.Tensor) -> list[slice]:
     return row_chunks(x.shape[0], _FP32_PER_ELEMENT * 4 * x.shape[-1])
 
 
+# The problem-shape sweep: a narrow hidden size, so that the batch's elements (B·H: 192 … 4160 on
+# CPU, 128 … 16448 on GPU) cross powers of two between these batches, which the real hidden
+# size (1024 / 4096 elements per row) is past at batch 1.
+_SWEEP_HIDDEN = {"cpu": 64, "cuda": 64}
+_SWEEP_SIZES = {"cpu": [3, 17, 33, 65], "cuda": [2, 9, 33, 65, 257]}
+
+
 def _batch_contexts(device: torch.device) -> list[BIContext]:
     """Batch sizes that cross the usual heuristics (SM count, powers of two, small-batch paths)."""
     sizes = [2, 3, 8, 17, 64] if device.type == "cpu" else [2, 3, 8, 31, 64, 132, 257, 1024]
@@ -41,6 +48,9 @@ def _batch_contexts(device: torch.device) -> list[BIContext]:
     for b in sizes:
         for pos, label in ((0, "first"), (b // 2, "middle"), (-1, "last")):
             out.append(BIContext(f"batch={b},{label}", b, pos))
+    hidden = _SWEEP_HIDDEN.get(device.type, 64)
+    for b in _SWEEP_SIZES.get(device.type, _SWEEP_SIZES["cuda"]):
+        out.append(BIContext(f"H={hidden},batch={b},middle", b, b // 2, {"variant": {"H": hidden}}))
     return out
 
 
@@ -51,8 +61,11 @@ class RowwiseTask(Task):
     family = "normalization"
     unit = "GB/s"
 
-    def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
-        hidden = 1024 if device.type == "cpu" else 4096
+    def problem(
+        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
+    ) -> Problem:
+        """The layer's weight and ε; ``variant`` may pin the hidden size ``H`` (the shape sweep)."""
+        hidden = int(variant.get("H") or (1024 if device.type == "cpu" else 4096))
         weight = randn((hidden,), gen, device, dtype, scale=0.1, shift=1.0)
         return Problem(device, dtype, {"H": hidden}, {"weight": weight, "eps": 1e-6})
 
