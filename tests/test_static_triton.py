@@ -317,6 +317,52 @@ def test_random_numbers_keyed_by_position(
         assert violations == []
 
 
+SAMPLER_WITH_HELPERS = (
+    NORM_HEAD
+    + """
+@triton.jit
+def _own_seed(seed_ptr, row):
+    return tl.load(seed_ptr + row)
+
+
+@triton.jit
+def _offsets(row, vocab, offs):
+    return {helper_offsets}
+
+
+@triton.jit
+def _gumbel_argmax(logits_ptr, seed_ptr, out_ptr, vocab, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_V)
+    u = tl.rand(_own_seed(seed_ptr, row), _offsets(row, vocab, offs))  # SINK
+    x = tl.load(logits_ptr + row * vocab + offs, mask=offs < vocab, other=-float("inf"))
+    g = x - tl.log(-tl.log(u))
+    tl.store(out_ptr + row, tl.argmax(g, axis=0))
+
+def kernel(logits, temperature, top_k, top_p, seed):
+    out = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
+    _gumbel_argmax[(logits.shape[0],)](logits, seed, out, logits.shape[1],
+                                       BLOCK_V=triton.next_power_of_2(logits.shape[1]))
+    return out
+"""
+)
+
+
+@pytest.mark.parametrize(("helper_offsets", "violates"), [("offs", False), ("row * vocab + offs", True)])
+def test_helpers_return_what_their_results_depend_on(
+    tmp_path: Path, helper_offsets: str, violates: bool
+) -> None:
+    # The row only addresses the seed's load: the loaded value is the request's own seed, not its
+    # position. A helper that returns the row itself (in the offsets) still keys the draw by it.
+    code = SAMPLER_WITH_HELPERS.replace("{helper_offsets}", helper_offsets)
+    violations, _, _ = analyze(tmp_path, code, task="sampling")
+    if violates:
+        f = next(f for f in violations if f.mechanism == "rng")
+        assert f.rule == "rng_seed_from_batch" and "program_id(0)" in f.path[-1]
+    else:
+        assert violations == [], [(f.rule, f.message) for f in violations]
+
+
 def test_constexpr_flag_choosing_a_different_reduction(tmp_path: Path) -> None:
     code = (
         NORM_HEAD

@@ -348,5 +348,19 @@ class KernelExprs:
             self.atomic(node, a.certain)
         self.reduction(info.order_sensitive, info.has_dot)
         self.helper_signature(info.reduction_nodes)
-        u = union(vals + list(kvals.values()))
-        return KV(u.deps, None, None, u.data or info.has_dot or info.order_sensitive, u.reduced)
+        if not info.returns:
+            return KV(frozenset(), None, None, False)
+        # What the helper returns depends on the arguments its returned values depend on (a row
+        # index used only to address a load does not reach the loaded value), and on what the
+        # helper itself reads (program ids, loop indices).
+        ret = union(info.returns)
+        deps: set[str] = set()
+        data, reduced = ret.data, ret.reduced
+        for lab in ret.deps:
+            if lab in bound:
+                deps |= bound[lab].deps
+                data |= bound[lab].data
+                reduced |= bound[lab].reduced
+            elif lab not in info.params:
+                deps.add(lab)
+        return KV(frozenset(deps), None, ret.dtype, data, reduced)

@@ -60,6 +60,9 @@ class KernelInfo:
     # The reductions the kernel performs (sum-like calls, reduction loop ranges), by source shape:
     # two kernels with equal signatures fold every sample alike. Kept as nodes; dumped on demand.
     reduction_nodes: list[ast.AST] = field(default_factory=list)
+    # A helper's returned values (with the branch conditions they were returned under), in terms
+    # of its own parameters: a caller substitutes its arguments for them.
+    returns: list[KV] = field(default_factory=list)
     _signature: list[str] | None = None
 
     @property
@@ -252,7 +255,12 @@ class _KernelWalker(KernelExprs):
             self.walk(s.body)
             self.walk(s.orelse)
             self.control = saved
-        elif isinstance(s, ast.Expr | ast.Return) and s.value is not None:
+        elif isinstance(s, ast.Return) and s.value is not None:
+            v = self.expr(s.value)
+            if self.control:
+                v = KV(v.deps | self.control, v.shape, v.dtype, v.data, v.reduced)
+            self.info.returns.append(v)
+        elif isinstance(s, ast.Expr) and s.value is not None:
             self.expr(s.value)
         elif isinstance(s, ast.With):
             self.walk(s.body)
