@@ -281,6 +281,22 @@ VIOLATING = {
         "RNG_SEED",
         "x.shape[0]",
     ),
+    "truthy_flag_from_a_batch_threshold": (
+        """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            few = B < 8
+            splits = 1
+            if few:
+                splits = 4
+            part = torch.empty((B, splits), device=x.device)
+            _partial[(B, splits)](x, part, H, triton.cdiv(H, splits), splits, BLOCK_H=256)  # SINK
+            return part
+        """,
+        "work_partitioning",
+        "NUM_SPLITS",
+        "x.shape",
+    ),
     "split_halved_while_batch_is_small": (
         """
         def kernel(x, weight, eps):
@@ -446,6 +462,21 @@ HARMLESS = {
                 raise
             y = torch.empty_like(x)
             _row[(B,)](x, weight, y, H, eps, BLOCK_H=1024)
+            return y
+        """,
+    "launch_only_for_a_nonempty_batch": """
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            y = torch.empty_like(x)
+            if B:
+                _row[(B,)](x, weight, y, H, eps, BLOCK_H=1024)
+            return y
+        """,
+    "launch_only_when_there_are_elements": """
+        def kernel(x, weight, eps):
+            y = torch.empty_like(x)
+            if x.numel() > 0:
+                _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=1024)
             return y
         """,
     "per_sample_tensor_data": """

@@ -363,6 +363,42 @@ def test_helpers_return_what_their_results_depend_on(
         assert violations == [], [(f.rule, f.message) for f in violations]
 
 
+SAMPLER_WITH_FLAG = (
+    NORM_HEAD
+    + """
+@triton.jit
+def _inverse_cdf(logits_ptr, seed_ptr, out_ptr, vocab, BLOCK_V: tl.constexpr, OFFSET_BY_ROW: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_V)
+    seed = tl.load(seed_ptr + row)
+    ctr = tl.arange(0, 1)
+    if OFFSET_BY_ROW:
+        ctr += row
+    u = tl.sum(tl.rand(seed, ctr), axis=0)  # SINK
+    x = tl.load(logits_ptr + row * vocab + offs, mask=offs < vocab, other=-float("inf"))
+    p = tl.exp(x - tl.max(x, axis=0))
+    pos = tl.sum((tl.cumsum(p, axis=0) <= u * tl.sum(p, axis=0)).to(tl.int32), axis=0)
+    tl.store(out_ptr + row, pos)
+
+def kernel(logits, temperature, top_k, top_p, seed):
+    out = torch.empty(logits.shape[0], dtype=torch.int64, device=logits.device)
+    _inverse_cdf[(logits.shape[0],)](logits, seed, out, logits.shape[1],
+                                     BLOCK_V=triton.next_power_of_2(logits.shape[1]), OFFSET_BY_ROW={flag})
+    return out
+"""
+)
+
+
+@pytest.mark.parametrize(("flag", "violates"), [("False", False), ("True", True)])
+def test_a_constexpr_flag_passed_as_a_literal_picks_the_compiled_branch(
+    tmp_path: Path, flag: str, violates: bool
+) -> None:
+    # The launch compiles one side of ``if OFFSET_BY_ROW:``; only that side can key the draw.
+    violations, _, _ = analyze(tmp_path, SAMPLER_WITH_FLAG.replace("{flag}", flag), task="sampling")
+    rng = [f for f in violations if f.mechanism == "rng"]
+    assert bool(rng) == violates, [(f.rule, f.message) for f in violations]
+
+
 def test_constexpr_flag_choosing_a_different_reduction(tmp_path: Path) -> None:
     code = (
         NORM_HEAD

@@ -52,18 +52,56 @@ def _raises_only(body: list[ast.stmt]) -> bool:
     )
 
 
-def _empty_batch_test(test: ast.expr) -> bool:
-    """``B == 0``, ``B < 1``, ``not B``, ``x.numel() == 0``: no sample to be invariant for."""
+def _is_size(node: ast.expr, sizes: frozenset[str]) -> bool:
+    """``x.shape[0]``, ``x.size(0)``, ``x.numel()``, ``len(x)``, or a name bound to one of them."""
+    if isinstance(node, ast.Name):
+        return node.id in sizes
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("size", "numel", "nelement"):
+            return True
+        return isinstance(f, ast.Name) and f.id == "len"
+    return False
+
+
+def size_names(body: list[ast.stmt]) -> frozenset[str]:
+    """Names a function binds straight to a size: ``B, H = x.shape``, ``n = x.numel()``, ``B = len(x)``."""
+    out: set[str] = set()
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name) and _is_size(value, frozenset()):
+            out.add(target.id)
+        elif (
+            isinstance(target, ast.Tuple)
+            and isinstance(value, ast.Attribute)
+            and value.attr == "shape"
+            and all(isinstance(e, ast.Name) for e in target.elts)
+        ):
+            out.update(e.id for e in target.elts if isinstance(e, ast.Name))
+    return frozenset(out)
+
+
+def _empty_batch_test(test: ast.expr, sizes: frozenset[str] = frozenset()) -> bool:
+    """Whether the batch is empty or not: ``B == 0``, ``B < 1``, ``not B``, ``x.numel() == 0``, and
+    their negations ``B > 0``, ``B >= 1``, ``B != 0``, ``if B:`` on a size. Either side of such a
+    branch has no sample, or every sample, so its choice is not one a sample could see."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return True
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return all(_empty_batch_test(v) for v in test.values)
+        return all(_empty_batch_test(v, sizes) for v in test.values)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         right = test.comparators[0]
         if isinstance(right, ast.Constant) and isinstance(right.value, int):
             op, n = test.ops[0], right.value
-            return (isinstance(op, ast.Eq | ast.LtE) and n == 0) or (isinstance(op, ast.Lt) and n == 1)
-    return False
+            if (isinstance(op, ast.Eq | ast.LtE) and n == 0) or (isinstance(op, ast.Lt) and n == 1):
+                return True
+            nonempty = (isinstance(op, ast.Gt | ast.NotEq) and n == 0) or (isinstance(op, ast.GtE) and n == 1)
+            return nonempty and _is_size(test.left, sizes)
+    return _is_size(test, sizes)
 
 
 class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
@@ -91,6 +129,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         # Per enclosing ``try``: the batch-dependent conditions under which its body raises (an
         # ``if …: raise`` or an ``assert``); its handlers run under them.
         self.raises: list[list[Trace]] = []
+        self._sizes: dict[int, frozenset[str]] = {}  # names bound to sizes, per scope body
 
     def step(self, node: ast.AST, note: str = "") -> str:
         line = getattr(node, "lineno", 0)
@@ -288,7 +327,13 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
             self.raises[-1].append(
                 extend(taint, self.step(s, "raises under a batch-dependent condition")) or taint
             )
-        if taint is not None and (_empty_batch_test(s.test) or (_raises_only(s.body) and not s.orelse)):
+        key = id(self.scope_body)
+        sizes = self._sizes.get(key)
+        if sizes is None:
+            sizes = self._sizes[key] = size_names(self.scope_body)
+        if taint is not None and (
+            _empty_batch_test(s.test, sizes) or (_raises_only(s.body) and not s.orelse)
+        ):
             taint = None
         ctrl = extend(taint, self.step(s, "batch-dependent branch")) if taint is not None else None
         if taint is not None:

@@ -118,14 +118,16 @@ class Analysis:
             weak=weak,
         )
 
-    def kernel_info(self, ref: KernelRef) -> KernelInfo:
+    def kernel_info(self, ref: KernelRef, consts: dict[str, Any] | None = None) -> KernelInfo:
+        """The kernel's summary; with ``consts`` (constexpr parameters a launch passes as literals),
+        the summary of that specialisation, where branches on those flags take one side."""
         mod = ref.module
         helpers = {
             name: v.ref.node
             for name, v in mod.env.items()
             if v.kind == "kernel" and isinstance(v.ref, KernelRef)
         }
-        return summarize_kernel(ref.node, helpers, mod.kernel_cache, mod.module_values)
+        return summarize_kernel(ref.node, helpers, mod.kernel_cache, mod.module_values, consts)
 
     def module(self, path: Path, display: str, is_candidate: bool = False) -> ModuleInfo | None:
         path = Path(os.path.abspath(path))

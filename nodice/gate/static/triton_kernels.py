@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Any
 
 from nodice.gate.static.triton_exprs import KernelExprs
 from nodice.gate.static.triton_values import KV, dotted
@@ -181,6 +182,7 @@ class _KernelWalker(KernelExprs):
         self.env = {p: KV(frozenset({p}), ()) for p in info.params}
         self.control: frozenset[str] = frozenset()
         self.masked: set[str] = set()  # loop-index labels that some ordering mask compares against
+        self.consts: dict[str, Any] = {}  # constexpr flags this specialisation fixes
         self.updates = loop_updates(info.node)
 
     # ---- hooks used by the expression evaluator -------------------------------
@@ -242,6 +244,8 @@ class _KernelWalker(KernelExprs):
             self.expr(s.test)
             for _ in range(2):
                 self.walk(s.body)
+        elif isinstance(s, ast.If) and (taken := self._fixed_branch(s.test)) is not None:
+            self.walk(s.body if taken else s.orelse)
         elif isinstance(s, ast.If):
             cond = self.expr(s.test)
             params = frozenset(lab for lab in cond.deps if ":" not in lab)
@@ -264,6 +268,14 @@ class _KernelWalker(KernelExprs):
             self.expr(s.value)
         elif isinstance(s, ast.With):
             self.walk(s.body)
+
+    def _fixed_branch(self, test: ast.expr) -> bool | None:
+        """The side a branch on a fixed constexpr flag takes (``if FLAG:``, ``if not FLAG:``), else None."""
+        negate = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        node = test.operand if isinstance(test, ast.UnaryOp) and negate else test
+        if isinstance(node, ast.Name) and node.id in self.consts:
+            return bool(self.consts[node.id]) != negate
+        return None
 
     def loop(self, s: ast.For) -> None:
         it = s.iter
@@ -327,17 +339,26 @@ def _constexprs(fn: ast.FunctionDef) -> set[str]:
 def summarize_kernel(
     fn: ast.FunctionDef,
     helpers: dict[str, ast.FunctionDef],
-    cache: dict[int, KernelInfo] | None = None,
+    cache: dict[Any, KernelInfo] | None = None,
     module_values: dict[str, ast.expr] | None = None,
+    consts: dict[str, Any] | None = None,
 ) -> KernelInfo:
-    """Summary of one jit function (cached by node identity in ``cache``)."""
+    """Summary of one jit function (cached by node identity, and specialisation, in ``cache``).
+
+    ``consts``: constexpr parameters with the literal values a launch gives them; a branch on one
+    of them (``if OFFSET_BY_ROW:``) then walks only the side that launch compiles."""
     cache = {} if cache is None else cache
-    if id(fn) in cache:
-        return cache[id(fn)]
+    constexprs = _constexprs(fn)
+    fixed = {k: v for k, v in (consts or {}).items() if k in constexprs and isinstance(v, bool | int | str)}
+    key: Any = (id(fn), tuple(sorted(fixed.items()))) if fixed else id(fn)
+    if key in cache:
+        return cache[key]
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
-    info = KernelInfo(fn.name, fn, params, _constexprs(fn))
-    cache[id(fn)] = info
-    _KernelWalker(info, helpers, cache).walk(fn.body)
+    info = KernelInfo(fn.name, fn, params, constexprs)
+    cache[key] = info
+    walker = _KernelWalker(info, helpers, cache)
+    walker.consts = fixed
+    walker.walk(fn.body)
     from nodice.gate.static.triton_decorators import read_decorators
 
     read_decorators(info, module_values or {})

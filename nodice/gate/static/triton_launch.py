@@ -12,7 +12,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from nodice.gate.static.triton_kernels import KernelInfo, KernelSink
-from nodice.gate.static.values import V
+from nodice.gate.static.values import NO_CONST, V
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, KernelRef, ModuleInfo
@@ -76,6 +76,14 @@ class LaunchMixin:
         contract = self.an.contract
         bound: dict[str, V] = dict(zip(info.params, args, strict=False))
         bound.update({k: v for k, v in kwargs.items() if k in info.params})
+        # Constexpr flags passed as literals pick what this launch compiles.
+        consts = {
+            p: v.const
+            for p, v in bound.items()
+            if p in info.constexprs and v.taint is None and v.const is not NO_CONST
+        }
+        if consts:
+            info = self.an.kernel_info(kref, consts)
         name = info.name
         rng_params = info.rng_params
         for p, v in bound.items():
