@@ -35,8 +35,12 @@ TARGET = GPUTarget("cuda", 90, 32)
 ALIGNED = [["tt.divisibility", 16]]
 
 
+# Candidates that became bundled kernels are read from there.
+BUNDLED = {"attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py"}
+
+
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, BUNDLED.get(name, HERE / f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -42,7 +42,7 @@ except (OSError, ValueError):
 sys.exit(0 if entry is not None and not entry["errors"] else 1)
 EOF
 }
-candidates="attention_prefill_tma_ws:attention_prefill gemm_persistent_tma:gemm attention_prefill_gluon:attention_prefill"
+candidates="attention_prefill_tma_ws:attention_prefill gemm_persistent_tma:gemm"
 # Candidates the smoke test cannot judge (sampling's correctness is distributional): the gate alone.
 gate_only="sampling_split:sampling"
 
@@ -95,7 +95,7 @@ if [ "$DEVICE" = cuda ] && (($(left) > 60)); then
 fi
 
 if [ "${NCU:-0}" = 1 ]; then
-  for name in attention_prefill_tma_ws attention_prefill_gluon gemm_persistent_tma; do
+  for name in attention_prefill_tma_ws gemm_persistent_tma; do
     if ! passed_smoke "$name" || (($(left) < 30)); then
       continue
     fi
