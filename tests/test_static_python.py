@@ -330,6 +330,30 @@ VIOLATING = {
         "NUM_SPLITS",
         "x.shape",
     ),
+    "fallback_when_a_called_helper_raises": (
+        """
+        def _fast(x, weight, y, eps):
+            B, H = x.shape
+            if B < 16:
+                raise RuntimeError("small batch")
+            _row[(B,)](x, weight, y, H, eps, BLOCK_H=1024)
+
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            y = torch.empty_like(x)
+            splits = 1
+            try:
+                _fast(x, weight, y, eps)
+            except RuntimeError:
+                splits = 4
+            part = torch.empty((B, splits), device=x.device)
+            _partial[(B, splits)](x, part, H, triton.cdiv(H, splits), splits, BLOCK_H=256)  # SINK
+            return part
+        """,
+        "work_partitioning",
+        "NUM_SPLITS",
+        "x.shape",
+    ),
     "split_set_when_an_assert_fails": (
         """
         def kernel(x, weight, eps):
@@ -450,6 +474,18 @@ HARMLESS = {
                 n = min(CHUNK, B - row)
                 _row[(n,)](x[row : row + n], weight, y[row : row + n], H, eps, BLOCK_H=1024)
                 row += n
+            return y
+        """,
+    "helper_with_a_shape_check_called_outside_try": """
+        def _check(x):
+            if x.shape[0] > 2**31:
+                raise ValueError("too many rows")
+
+        def kernel(x, weight, eps):
+            B, H = x.shape
+            _check(x)
+            y = torch.empty_like(x)
+            _row[(B,)](x, weight, y, H, eps, BLOCK_H=1024)
             return y
         """,
     "shape_check_in_try_reraised": """

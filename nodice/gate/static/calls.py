@@ -186,9 +186,11 @@ class CallMixin(LibraryMixin, ChoiceMixin):
             elif v.opaque and self.an.contract.is_batch_symbol(p):
                 env[p] = V(taint=(self.step(fn, f"batch symbol '{p}' (contract)"),))
         if key in self.an.memo:
+            self._raised_in_call(self.an.raise_memo.get(key, []))
             return self.an.memo[key]
         interp = Interp(self.an, fref.module, env, closure=fref.closure)
         interp.scope_body = fn.body if isinstance(fn.body, list) else []
+        interp.raises = [[]]  # what the callee raises under batch-dependent conditions, for a caller's try
         self.an.stack.append(id(fn))
         try:
             if isinstance(fn, ast.Lambda):
@@ -199,7 +201,15 @@ class CallMixin(LibraryMixin, ChoiceMixin):
         finally:
             self.an.stack.pop()
         self.an.memo[key] = result
+        self.an.raise_memo[key] = interp.raises[0] if interp.raises else []
+        self._raised_in_call(self.an.raise_memo[key])
         return result
+
+    def _raised_in_call(self, raised: list[Trace]) -> None:
+        """A callee that raises under a batch-dependent condition, called inside this function's ``try``."""
+        frames: list[list[Trace]] | None = getattr(self, "raises", None)
+        if raised and frames:
+            frames[-1].extend(raised)
 
     def class_attr(self, cref: ClassRef, name: str, depth: int = 0) -> V | None:
         if name in cref.env:

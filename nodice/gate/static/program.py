@@ -89,6 +89,9 @@ class Analysis:
         self.modules: dict[Path, ModuleInfo | None] = {}
         self.stack: list[int] = []
         self.memo: dict[tuple[Any, ...], V] = {}
+        # Per memoised call: the batch-dependent conditions under which the callee raises (a caller's
+        # ``try`` around the call jumps to its handler on them).
+        self.raise_memo: dict[tuple[Any, ...], list[Trace]] = {}
         self._listing: frozenset[str] | None = None
         self.steps = 0
 
