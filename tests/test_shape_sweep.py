@@ -44,7 +44,7 @@ def test_batch_times_heads_crosses_the_sm_count_from_a_single_head(
 
 
 @pytest.mark.parametrize("device", DEVICES, ids=["cpu", "cuda"])
-@pytest.mark.parametrize("task_name", ["rmsnorm", "add_rmsnorm"])
+@pytest.mark.parametrize("task_name", ["rmsnorm", "add_rmsnorm", "layernorm"])
 def test_batch_elements_cross_powers_of_two_below_one_real_row(task_name: str, device: torch.device) -> None:
     task = get_task(task_name)
     elements = sorted({c.batch_size * _heads(task_name, c, device) for c in task.contexts(device)})

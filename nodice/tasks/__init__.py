@@ -12,6 +12,7 @@ from nodice.tasks.base import BIContext, Problem, Sample, Task, Workload
 CATALOG = (
     "rmsnorm",
     "add_rmsnorm",
+    "layernorm",
     "gemm",
     "attention_prefill",
     "attention_decode",

@@ -1,4 +1,5 @@
-"""Normalization baselines: torch's fused RMSNorm and Liger's Triton RMSNorm, alone and after a residual add.
+"""Normalization baselines: torch's fused RMSNorm and LayerNorm, and Liger's Triton kernels for both (RMSNorm
+alone and after a residual add).
 
 Liger runs in its ``llama`` casting mode with offset 0, the configuration of
 a Llama/Qwen RMSNorm: the row is upcast to fp32 for the statistics, the
@@ -27,6 +28,10 @@ def add_rms_norm(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     summed = x + residual
     return F.rms_norm(summed, (summed.shape[-1],), weight, eps), summed
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
 def _liger_functional() -> Any:
@@ -63,12 +68,32 @@ def load_liger_add_rms_norm() -> Callable[..., Any]:
     return run
 
 
+def load_liger_layer_norm() -> Callable[..., Any]:
+    liger_layer_norm = _liger_functional().liger_layer_norm
+
+    def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+        with torch.no_grad():
+            y: torch.Tensor = liger_layer_norm(x, weight, bias, eps)
+        return y
+
+    return run
+
+
 _LLAMA_MODE = "casting_mode='llama', offset=0"
 
 BASELINES: dict[str, tuple[Baseline, ...]] = {
     "rmsnorm": (
         Baseline("torch F.rms_norm", lambda: rms_norm, "torch", ("cpu", "cuda"), "F.rms_norm"),
         Baseline("Liger RMSNorm", load_liger_rms_norm, LIGER, note=f"liger_rms_norm, {_LLAMA_MODE}"),
+    ),
+    "layernorm": (
+        Baseline("torch F.layer_norm", lambda: layer_norm, "torch", ("cpu", "cuda"), "F.layer_norm"),
+        Baseline(
+            "Liger LayerNorm",
+            load_liger_layer_norm,
+            LIGER,
+            note="liger_layer_norm (one Triton program per row)",
+        ),
     ),
     "add_rmsnorm": (
         Baseline(

@@ -63,6 +63,7 @@ _CPU_SWEEP = {"gemm": 12, "attention_prefill": 6, "attention_decode": 6, "moe": 
 _CPU_EXTRA: dict[str, tuple[int, ...]] = {
     "rmsnorm": (17, 24, 32, 33, 40),
     "add_rmsnorm": (17, 24, 32, 33, 40),
+    "layernorm": (17, 24, 32, 33, 40),
     "gemm": (16, 17, 24, 32, 33, 40, 64, 65),
     "moe": (16, 17, 24, 32, 33, 40),
     "sampling": (16, 17, 32, 33, 40),
@@ -73,6 +74,7 @@ _CPU_EXTRA: dict[str, tuple[int, ...]] = {
 _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
     "add_rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
+    "layernorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
     "gemm": (64, (96, 127, 128, 129, 132, 256, 257, 512, 1024)),
     "attention_prefill": (24, (32, 33)),
     "attention_decode": (48, (64, 96, 128, 132)),
