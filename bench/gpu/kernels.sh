@@ -5,7 +5,8 @@
 # Installs the baseline wheels carried in .whl/ (bench/gpu/WHEELS.md) into a private folder, then runs
 #   nodice bench kernels --device cuda --json $OUT/kernels.json --markdown $OUT/kernels.md
 # The JSON is rewritten after every task, so a run stopped by a time limit keeps what it finished;
-# run again with --resume to do the rest.
+# run again with --resume to do the rest. Where the GPU machine's copy of the repository is not at
+# the commit being measured, set NODICE_COMMIT=<hash> so that the report names the right one.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to a folder for the results}
