@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE / "families"))
 FAMILIES = (
     "rmsnorm",
     "add_rmsnorm",
+    "layernorm",
     "gemm",
     "attention_prefill",
     "attention_decode",
