@@ -85,9 +85,8 @@ class WarmResult:
     status: str
     seconds: float
     detail: str = ""
-    # A baseline job's DtypeAudit (as a dict); a gate job's verdict.
+    # A baseline job's DtypeAudit (as a dict).
     audit: dict[str, Any] | None = None
-    verdict: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job.label(), "status": self.status, "s": round(self.seconds, 1)}
@@ -214,7 +213,7 @@ def _one_line(exc: BaseException) -> str:
 def run_job(
     job: WarmJob, device: Any, seed: int, baselines: _Baselines, gate_timeout_s: float
 ) -> dict[str, Any]:
-    """One job in this process; returns its result fields (status, detail, audit, verdict)."""
+    """One job in this process; returns its result fields (status, detail, audit)."""
     import torch
 
     from nodice.tasks import get_task
@@ -226,7 +225,8 @@ def run_job(
         with Evaluator(device=device.type, isolation="isolated", timeout_s=gate_timeout_s) as ev:
             e = ev.evaluate(Path(job.target), job.task, bench=False, seed=seed)
         detail = e.check.reason or e.check.error or ""
-        return {"status": "ok" if e.verdict != "error" else "failed", "verdict": e.verdict, "detail": detail}
+        # The gate only fills the compile caches here: its verdict is the measuring phase's to give.
+        return {"status": "ok" if e.verdict != "error" else "failed", "detail": detail}
     impl, reason = baselines.get(job.task, job.target)
     if impl is None:
         return {"status": "missing", "detail": reason}
@@ -413,7 +413,6 @@ def warm_up(
                     seconds,
                     str(out.get("detail", "")),
                     out.get("audit"),
-                    str(out.get("verdict", "")),
                 )
                 with lock:
                     report.results.append(result)

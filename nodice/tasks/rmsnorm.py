@@ -37,7 +37,7 @@ def reference_row_chunks(x: torch.Tensor) -> list[slice]:
 # The problem-shape sweep: a narrow hidden size, so that the batch's elements (B·H: 192 … 4160 on
 # CPU, 128 … 16448 on GPU) cross powers of two between these batches, which the real hidden
 # size (1024 / 4096 elements per row) is past at batch 1.
-_SWEEP_HIDDEN = {"cpu": 64, "cuda": 64}
+_SWEEP_HIDDEN = 64
 _SWEEP_SIZES = {"cpu": [3, 17, 33, 65], "cuda": [2, 9, 33, 65, 257]}
 
 
@@ -48,9 +48,10 @@ def _batch_contexts(device: torch.device) -> list[BIContext]:
     for b in sizes:
         for pos, label in ((0, "first"), (b // 2, "middle"), (-1, "last")):
             out.append(BIContext(f"batch={b},{label}", b, pos))
-    hidden = _SWEEP_HIDDEN.get(device.type, 64)
     for b in _SWEEP_SIZES.get(device.type, _SWEEP_SIZES["cuda"]):
-        out.append(BIContext(f"H={hidden},batch={b},middle", b, b // 2, {"variant": {"H": hidden}}))
+        out.append(
+            BIContext(f"H={_SWEEP_HIDDEN},batch={b},middle", b, b // 2, {"variant": {"H": _SWEEP_HIDDEN}})
+        )
     return out
 
 
