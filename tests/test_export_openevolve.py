@@ -190,6 +190,25 @@ def test_stages_metrics_and_artifacts(tmp_path: Path) -> None:
         close_evaluators()
 
 
+def test_forked_child_starts_without_its_parents_workers() -> None:
+    """OpenEvolve forks its iteration workers: a child must never talk to the parent's sandbox pipes."""
+    from nodice.integrations import openevolve as adapter
+
+    try:
+        parent = adapter._SANDBOXES.evaluator(adapter.EvaluatorSettings(device="cpu"))  # no process yet
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child reports what it inherited, then leaves without running any cleanup
+            os.write(write, str(len(adapter._SANDBOXES.evaluators)).encode())
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 16) == b"0"
+        os.waitpid(pid, 0)
+        assert adapter._SANDBOXES.evaluators == {adapter.EvaluatorSettings(device="cpu"): parent}
+    finally:
+        close_evaluators()
+
+
 # ---- a real OpenEvolve run ------------------------------------------------------------------------
 
 

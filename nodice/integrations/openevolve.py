@@ -42,6 +42,8 @@ CASCADE_THRESHOLD = 0.5
 LOG_TAIL_LINES = 40
 # Findings and messages name the file OpenEvolve evaluated (a temporary copy) as this.
 PROGRAM_LABEL = "program.py"
+# Programs remembered between the two stages (OpenEvolve runs stage 2 right after stage 1).
+GATED_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -131,10 +133,11 @@ class OpenEvolveEvaluator:
         """The gate: static analysis, correctness, dynamic validation; nothing is benchmarked."""
         path = Path(program_path).absolute()
         ev = self._evaluate(path, bench=False, bi=True)
+        _SANDBOXES.gated.pop(str(path), None)
         if ev.verdict == "pass":
             _SANDBOXES.gated[str(path)] = ev.sha256
-        else:
-            _SANDBOXES.gated.pop(str(path), None)
+            while len(_SANDBOXES.gated) > GATED_KEPT:
+                _SANDBOXES.gated.pop(next(iter(_SANDBOXES.gated)))
         return evaluation_result(ev, path, scored=False)
 
     def evaluate_stage2(self, program_path: str) -> EvaluationResult:
