@@ -120,6 +120,8 @@ def test_export_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
         with pytest.raises(ExportError, match=message.replace("(", r"\(").replace(")", r"\)")):
             export_openevolve(opts)
     assert not (tmp_path / "a").exists()
+    with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or None"):
+        OpenEvolveEvaluator("rmsnorm", device="tpu")
 
 
 def test_evolve_block_marking() -> None:
@@ -238,11 +240,8 @@ def test_openevolve_run_scores_a_violation_zero_and_shows_its_diagnostic(tmp_pat
     iterations = 4
     out = tmp_path / "oe"
     with ScriptedChatServer([_reply] * (iterations + 2)) as server:
-        r = run_cli(
-            "export", "openevolve", "rmsnorm", "--out", str(out), "--device", "cpu",
-            "--api-base", server.url, "--model", "scripted-model", "--iterations", str(iterations),
-        )  # fmt: skip
-        assert r.returncode == 0, r.stderr
+        export = OpenEvolveExport("rmsnorm", out, "cpu", server.url, "scripted-model", iterations)
+        export_openevolve(export)
         # Two islands, one worker: iterations 1 and 2 both start from the seed (one per island) and
         # make the violating edit; island 1 then holds only that rejected program, so iteration 4's
         # parent is it, whatever OpenEvolve's random draws. Checkpoints after every iteration.

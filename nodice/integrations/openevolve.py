@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodice.evaluation import Evaluation, Evaluator
+from nodice.evaluation.evaluate import ISOLATIONS
 from nodice.evolution.feedback import describe_check, describe_scores
 from nodice.evolution.scores import score_dicts, standing_text
 
@@ -119,6 +120,10 @@ class OpenEvolveEvaluator:
         isolation: str = "persistent",
         timeout_s: float | None = None,
     ):
+        if device not in (None, "cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or None, not {device!r}")
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
         self.task = task
         self.entry = entry
         self.settings = EvaluatorSettings(device, isolation, timeout_s)

@@ -68,7 +68,8 @@ def mark_evolve_block(source: str) -> str:
     tree = ast.parse(source)
     body = list(tree.body)
     i = 0
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+    first_value = getattr(body[0], "value", None) if body else None
+    if isinstance(first_value, ast.Constant) and isinstance(first_value.value, str):  # the docstring
         i = 1
     while i < len(body) and isinstance(body[i], (ast.Import, ast.ImportFrom)):
         i += 1
@@ -178,6 +179,7 @@ def config_yaml(opts: OpenEvolveExport, describe: dict[str, object]) -> str:
     from nodice.integrations.openevolve import CASCADE_THRESHOLD, GATE_PASSED_SCORE
 
     q = json.dumps  # a JSON string is a valid YAML scalar
+    device_text = opts.device or "cuda when available, else cpu"
     return f"""\
 # OpenEvolve configuration for the nodice task {opts.task} (written by `nodice export openevolve`).
 #   openevolve-run initial_program.py evaluator.py --config config.yaml --iterations N
@@ -208,6 +210,8 @@ prompt:
   max_artifact_bytes: 20480
 
 evaluator:
+  # nodice runs every program on: {device_text}. That is set in evaluator.py, since
+  # OpenEvolve calls the stage functions with the program's path alone.
   # Stage 1 is nodice's gate (combined_score 0 when rejected, {GATE_PASSED_SCORE} when passed),
   # stage 2 the benchmark (combined_score = geomean throughput in {describe["unit"]}).
   cascade_evaluation: true
