@@ -169,7 +169,7 @@ def test_stages_metrics_and_artifacts(tmp_path: Path) -> None:
         second = nodice.evaluate_stage2(str(program))
         assert second.metrics["combined_score"] == 0.0 and second.metrics["verdict_bi_violation"] == 1.0
         assert second.metrics["verdict_pass"] == 0.0 and second.metrics["throughput"] == 0.0
-        report = second.artifacts["nodice_benchmark"]
+        report = second.artifacts["nodice_gate"]  # the gate's report, for the bytes it judged
         assert "stage static: reject" in report and "reduction_order -> BLOCK_H" in report
         # The file is named as the LLM knows it, not by its temporary path.
         assert re.search(r"finding \[violation\] program\.py:\d+ ", report) and str(tmp_path) not in report
@@ -270,6 +270,8 @@ def test_openevolve_run_scores_a_violation_zero_and_shows_its_diagnostic(tmp_pat
     assert VIOLATING_LINE not in _current_program(prompts[0])
     assert "### nodice_verdict\n```\npass — geomean " in prompts[0]
     assert "torch F.rms_norm" in prompts[0]
+    # OpenEvolve's merge of the two stages kept both reports.
+    assert "### nodice_gate\n```\ngate verdict: pass" in prompts[0] and "### nodice_benchmark\n" in prompts[0]
 
     # The prompt built on the rejected program: fitness 0 and nodice's diagnostic.
     rejected = prompts[3]

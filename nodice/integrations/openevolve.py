@@ -143,7 +143,7 @@ class OpenEvolveEvaluator:
             _SANDBOXES.gated[str(path)] = ev.sha256
             while len(_SANDBOXES.gated) > GATED_KEPT:
                 _SANDBOXES.gated.pop(next(iter(_SANDBOXES.gated)))
-        return evaluation_result(ev, path, scored=False)
+        return evaluation_result(ev, path, scored=False, ran_gate=True)
 
     def evaluate_stage2(self, program_path: str) -> EvaluationResult:
         """The benchmark (correctness on every workload, throughput, baselines).
@@ -152,15 +152,15 @@ class OpenEvolveEvaluator:
         process; any other file (or one changed since) goes through the whole gate again.
         """
         path = Path(program_path).absolute()
-        gated = _SANDBOXES.gated.pop(str(path), None)
-        already_gated = gated is not None and gated == _sha256(path)
+        passed_sha = _SANDBOXES.gated.pop(str(path), None)
+        already_gated = passed_sha is not None and passed_sha == _sha256(path)
         ev = self._evaluate(path, bench=True, bi=not already_gated)
-        return evaluation_result(ev, path, scored=True)
+        return evaluation_result(ev, path, scored=True, ran_gate=not already_gated)
 
     def evaluate(self, program_path: str) -> EvaluationResult:
         """Gate and benchmark in one evaluation (OpenEvolve without cascade evaluation)."""
         path = Path(program_path).absolute()
-        return evaluation_result(self._evaluate(path, bench=True, bi=True), path, scored=True)
+        return evaluation_result(self._evaluate(path, bench=True, bi=True), path, scored=True, ran_gate=True)
 
 
 def metrics(ev: Evaluation, *, scored: bool) -> dict[str, float]:
@@ -179,11 +179,12 @@ def metrics(ev: Evaluation, *, scored: bool) -> dict[str, float]:
     return out
 
 
-def artifacts(ev: Evaluation, path: Path, *, scored: bool) -> dict[str, str]:
+def artifacts(ev: Evaluation, path: Path, *, scored: bool, ran_gate: bool) -> dict[str, str]:
     """What the LLM reads next time: the verdict, the gate's diagnostics, the score, the log of a crash.
 
-    Stage 1 writes ``nodice_gate``, stage 2 ``nodice_benchmark``, so OpenEvolve's
-    merge of the two stages keeps both; ``nodice_verdict`` is the latest word.
+    The report is ``nodice_gate`` when the evaluation ran the BI stages (``ran_gate``),
+    else ``nodice_benchmark`` (stage 2 after stage 1 passed the same bytes), so
+    OpenEvolve's merge of the two stages keeps both; ``nodice_verdict`` is the latest word.
     """
     check = ev.check
     verdict = ev.verdict + (f" — {check.reason}" if check.reason else "")
@@ -193,7 +194,7 @@ def artifacts(ev: Evaluation, path: Path, *, scored: bool) -> dict[str, str]:
         lines += describe_scores(scores, ev.geomean)
         if ev.verdict == "pass":
             verdict += f" — geomean {standing_text(ev.geomean, ev.unit, ev.ratio_best)}"
-    out = {"nodice_verdict": verdict, "nodice_benchmark" if scored else "nodice_gate": "\n".join(lines)}
+    out = {"nodice_verdict": verdict, "nodice_gate" if ran_gate else "nodice_benchmark": "\n".join(lines)}
     if ev.verdict == "error" and ev.log.strip():
         out["nodice_log"] = "\n".join(ev.log.strip().splitlines()[-LOG_TAIL_LINES:])
     return {key: _relabel(text, path) for key, text in out.items()}
@@ -206,7 +207,9 @@ def _relabel(text: str, path: Path) -> str:
     return text
 
 
-def evaluation_result(ev: Evaluation, path: Path, *, scored: bool) -> EvaluationResult:
+def evaluation_result(ev: Evaluation, path: Path, *, scored: bool, ran_gate: bool) -> EvaluationResult:
     from openevolve.evaluation_result import EvaluationResult
 
-    return EvaluationResult(metrics=metrics(ev, scored=scored), artifacts=artifacts(ev, path, scored=scored))
+    return EvaluationResult(
+        metrics=metrics(ev, scored=scored), artifacts=artifacts(ev, path, scored=scored, ran_gate=ran_gate)
+    )
