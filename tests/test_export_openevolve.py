@@ -116,6 +116,7 @@ def test_export_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
         (OpenEvolveExport("rmsnorm", tmp_path / "a", iterations=0), "at least 1"),
         (OpenEvolveExport("rmsnorm", tmp_path / "a", seed=bad_seed), "does not parse: line 1"),
         (OpenEvolveExport("rmsnorm", tmp_path / "a", seed=tmp_path / "none.py"), "no seed kernel"),
+        (OpenEvolveExport("rmsnorm", tmp_path / "a", entry="rms_norm"), "defines no 'rms_norm'"),
     ]:
         with pytest.raises(ExportError, match=message.replace("(", r"\(").replace(")", r"\)")):
             export_openevolve(opts)

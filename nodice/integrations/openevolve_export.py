@@ -96,10 +96,25 @@ def _seed_source(opts: OpenEvolveExport) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ExportError(f"cannot read the seed {path}: {exc}") from None
     try:
-        ast.parse(source, filename=str(path))
+        tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ExportError(f"the seed {path} does not parse: line {exc.lineno}: {exc.msg}") from None
+    if opts.entry not in _top_level_names(tree):
+        raise ExportError(f"the seed {path} defines no {opts.entry!r} (pass --entry NAME)")
     return source
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
 
 
 def initial_program(opts: OpenEvolveExport, signature: str) -> str:
