@@ -212,7 +212,12 @@ def demo(
 
 
 # Commands that live with their own capability register here (module path, function name).
-_COMMAND_MODULES: list[str] = ["nodice.evolution.commands", "nodice.bench.commands", "nodice.audit"]
+_COMMAND_MODULES: list[str] = [
+    "nodice.evolution.commands",
+    "nodice.bench.commands",
+    "nodice.audit",
+    "nodice.integrations.openevolve_export",
+]
 
 
 def _register_commands() -> None:

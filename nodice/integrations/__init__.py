@@ -1,0 +1,1 @@
+"""Adapters that let other tools use nodice: exporters and evaluators for third-party search frameworks."""
