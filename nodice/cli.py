@@ -67,12 +67,46 @@ def render_result(r: CheckResult, console: Console = out) -> None:
         console.print(f"  note: {n}", style="dim", markup=False, highlight=False)
 
 
+def _task_and_entry(
+    task: str | None, reference: Path | None, batch_axis: int | None, entry: str | None
+) -> tuple[str, str]:
+    """The task name and entry point from ``--task`` or ``--reference`` (exactly one of them)."""
+    if (task is None) == (reference is None):
+        _fail("give either --task T or --reference REF.py")
+    if reference is None:
+        if batch_axis is not None:
+            _fail("--batch-axis applies to --reference only (a task fixes its own batch axis)")
+        return str(task), entry or "kernel"
+    from nodice.tasks.reference import reference_task_name
+
+    if batch_axis is not None and batch_axis < 0:
+        _fail(f"--batch-axis must be 0 or more, not {batch_axis}")
+    if not reference.is_file():
+        _fail(f"bad reference: no such file: {reference}")
+    return reference_task_name(reference, batch_axis or 0), entry or "ModelNew"
+
+
 @app.command()
 def check(
     file: Annotated[Path, typer.Argument(help="candidate Python file")],
-    task: Annotated[str, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")],
+    task: Annotated[
+        str | None, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")
+    ] = None,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="a PyTorch reference file (Model, get_inputs, get_init_inputs) instead of --task; "
+            "the candidate defines ModelNew",
+        ),
+    ] = None,
+    batch_axis: Annotated[
+        int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
+    ] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
-    entry: Annotated[str, typer.Option(help="name of the entry point")] = "kernel",
+    entry: Annotated[
+        str | None, typer.Option(help="name of the entry point (default: kernel; ModelNew with --reference)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     dynamic_only: Annotated[
         bool, typer.Option("--dynamic-only", help="run dynamic BI validation alone")
@@ -100,6 +134,7 @@ def check(
     ] = None,
 ) -> None:
     """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
+    task, entry = _task_and_entry(task, reference, batch_axis, entry)
     if static_only and dynamic_only:
         _fail("--static-only and --dynamic-only exclude each other")
     if (bench or store is not None) and not (sandbox and not static_only):
