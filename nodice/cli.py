@@ -77,7 +77,7 @@ def _task_and_entry(
         if batch_axis is not None:
             _fail("--batch-axis applies to --reference only (a task fixes its own batch axis)")
         return str(task), entry or "kernel"
-    from nodice.tasks.reference import reference_task_name
+    from nodice.references import reference_task_name
 
     if batch_axis is not None and batch_axis < 0:
         _fail(f"--batch-axis must be 0 or more, not {batch_axis}")

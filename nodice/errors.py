@@ -52,6 +52,12 @@ class DeviceError(NodiceError):
     kind = "device unavailable"
 
 
+class ReferenceFileError(NodiceError):
+    """A reference file cannot serve as a task: missing names, no batch axis, a failing Model."""
+
+    kind = "bad reference"
+
+
 class ContractError(NodiceError):
     kind = "bad contract"
 

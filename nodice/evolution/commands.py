@@ -40,7 +40,18 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 
 def evolve(
-    task: Annotated[str, typer.Argument(help="task name (see `nodice tasks`)")],
+    task: Annotated[str | None, typer.Argument(help="task name (see `nodice tasks`)")] = None,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="evolve a ModelNew for this PyTorch reference (Model, get_inputs, get_init_inputs) "
+            "instead of a task; without --seed the seed is the reference's Model itself",
+        ),
+    ] = None,
+    batch_axis: Annotated[
+        int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
+    ] = None,
     run_dir: Annotated[
         Path | None, typer.Option(help="run directory (default: runs/TASK); resumed if it exists")
     ] = None,
@@ -71,6 +82,7 @@ def evolve(
     for folder in knowledge or []:
         if not folder.is_dir():
             _fail(f"knowledge folder not found: {folder}")
+    task = _task_name(task, reference, batch_axis)
     opts = EvolveOptions(
         task=task,
         run_dir=run_dir,
@@ -109,6 +121,23 @@ def evolve(
     )
     if report:
         _write_report(summary.run_dir)
+
+
+def _task_name(task: str | None, reference: Path | None, batch_axis: int | None) -> str:
+    """TASK, or the task of ``--reference`` (exactly one of them)."""
+    if (task is None) == (reference is None):
+        _fail("give either a TASK or --reference REF.py")
+    if reference is None:
+        if batch_axis is not None:
+            _fail("--batch-axis applies to --reference only (a task fixes its own batch axis)")
+        return str(task)
+    if batch_axis is not None and batch_axis < 0:
+        _fail(f"--batch-axis must be 0 or more, not {batch_axis}")
+    if not reference.is_file():
+        _fail(f"bad reference: no such file: {reference}")
+    from nodice.references import reference_task_name
+
+    return reference_task_name(reference, batch_axis or 0)
 
 
 def _write_report(run_dir: Path) -> None:

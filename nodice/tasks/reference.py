@@ -15,8 +15,7 @@ computes with the same weights even if it initialises them differently); both
 run in eval mode without autograd. The reference is ``Model`` in fp32 on the
 same inputs upcast to fp32, its outputs cast to the inputs' dtype.
 
-The task travels between processes by name: ``reference:/abs/REF.py`` or
-``reference:/abs/REF.py#batch_axis=N``.
+The task travels between processes by name (``nodice.references``).
 """
 
 from __future__ import annotations
@@ -29,19 +28,17 @@ from typing import Any
 
 import torch
 
-from nodice.errors import EntryPointError
+from nodice.errors import EntryPointError, ReferenceFileError
 from nodice.tasks.base import DEFAULT_TOLERANCES, BIContext, Problem, Sample, Task, Tolerance, Workload
 from nodice.tasks.reference_file import (
     INIT_SEED,
     ReferenceFile,
-    ReferenceFileError,
     call_user,
     read_reference,
     seeded,
 )
+from nodice.references import parse_task_name
 
-PREFIX = "reference:"
-_AXIS_TAG = "#batch_axis="
 # KernelBench's tolerance (atol = rtol = 1e-2) for fp32 and fp16; bf16 keeps nodice's.
 TOLERANCES = {
     torch.float32: Tolerance(atol=1e-2, rtol=1e-2),
@@ -51,27 +48,6 @@ TOLERANCES = {
 # Batch sizes of the contexts (and the reference's own batch), kept to what fits these input bytes.
 _SIZES = {"cpu": [2, 3, 8, 17, 64], "cuda": [2, 3, 8, 31, 64, 132, 257, 1024]}
 _CONTEXT_BYTES = {"cpu": 64 << 20, "cuda": 4 << 30}
-
-
-def reference_task_name(path: str | Path, batch_axis: int = 0) -> str:
-    """The catalog name of the task built from ``path`` (absolute, so any process can rebuild it)."""
-    name = f"{PREFIX}{Path(path).resolve()}"
-    return name if batch_axis == 0 else f"{name}{_AXIS_TAG}{batch_axis}"
-
-
-def parse_task_name(name: str) -> tuple[Path, int]:
-    body = name.removeprefix(PREFIX)
-    axis = 0
-    if _AXIS_TAG in body:
-        body, _, tail = body.rpartition(_AXIS_TAG)
-        if not tail.isdigit():
-            raise ReferenceFileError(f"bad batch axis {tail!r} in task name {name!r}")
-        axis = int(tail)
-    return Path(body), axis
-
-
-def is_reference_task(name: str) -> bool:
-    return name.startswith(PREFIX)
 
 
 _TASKS: dict[tuple[str, int, int, int], ReferenceTask] = {}

@@ -3,7 +3,7 @@
 :func:`read_reference` imports the file, calls ``get_inputs()`` once and runs
 ``Model`` on what it returns, and checks everything the gate relies on: every
 tensor input and every output carries the batch axis, with one batch size.
-Each failure is a :class:`ReferenceFileError`, one line naming the file and
+Each failure is a :class:`nodice.errors.ReferenceFileError`, one line naming the file and
 what is wrong with it.
 """
 
@@ -17,17 +17,11 @@ from typing import Any
 
 import torch
 
-from nodice.errors import CandidateLoadError, NodiceError
+from nodice.errors import CandidateLoadError, NodiceError, ReferenceFileError
 
 # ``Model`` and ``ModelNew`` are built under this seed, so parameters a module draws at
 # construction are the same in both (KernelBench seeds both constructions alike).
 INIT_SEED = 42
-
-
-class ReferenceFileError(NodiceError):
-    """The reference file cannot serve as a task: missing names, no batch axis, a failing Model."""
-
-    kind = "bad reference"
 
 
 @dataclass(frozen=True)
