@@ -89,9 +89,7 @@ def _task_and_entry(
 @app.command()
 def check(
     file: Annotated[Path, typer.Argument(help="candidate Python file")],
-    task: Annotated[
-        str | None, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")
-    ] = None,
+    task: Annotated[str | None, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")] = None,
     reference: Annotated[
         Path | None,
         typer.Option(
@@ -211,6 +209,19 @@ def tasks(
         out.print(table)
 
 
+# In nodice/examples/reference/ the candidates are ModelNew classes judged against this reference file.
+REFERENCE_MODEL = "model.py"
+
+
+def _example_task(folder: Path) -> tuple[str, str]:
+    """The task and entry point the examples in ``folder`` are checked for."""
+    if folder.name != "reference":
+        return folder.name, "kernel"
+    from nodice.references import REFERENCE_ENTRY, reference_task_name
+
+    return reference_task_name(folder / REFERENCE_MODEL), REFERENCE_ENTRY
+
+
 @app.command()
 def demo(
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
@@ -229,10 +240,11 @@ def demo(
     surprises = 0
     for folder in folders:
         for f in sorted(folder.glob("*.py")):
-            if f.name.startswith("_"):
+            if f.name.startswith("_") or f.name == REFERENCE_MODEL:
                 continue
             expected = "pass" if f.stem == "seed" else "reject"
-            r = check_isolated(path=str(f), task=folder.name, device=device, seed=seed)
+            task_name, entry = _example_task(folder)
+            r = check_isolated(path=str(f), task=task_name, entry=entry, device=device, seed=seed)
             ms = sum(s.ms for s in r.stages)
             ok = (r.verdict == "pass") == (expected == "pass") and r.verdict != "error"
             surprises += not ok

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from nodice.errors import EntryPointError, ReferenceFileError
+from nodice.references import parse_task_name
 from nodice.tasks.base import DEFAULT_TOLERANCES, BIContext, Problem, Sample, Task, Tolerance, Workload
 from nodice.tasks.reference_file import (
     INIT_SEED,
@@ -37,7 +38,6 @@ from nodice.tasks.reference_file import (
     read_reference,
     seeded,
 )
-from nodice.references import parse_task_name
 
 # KernelBench's tolerance (atol = rtol = 1e-2) for fp32 and fp16; bf16 keeps nodice's.
 TOLERANCES = {
@@ -96,8 +96,11 @@ class ReferenceTask(Task):
                 parts.append(f"{s.name}[{self._dims(s.shape)}] {str(s.dtype).removeprefix('torch.')}")
             else:
                 parts.append(f"{s.name}: {type(s.value).__name__}")
-        outs = ", ".join(f"{n}[{self._dims(o.shape)}]" for n, o in zip(self.output_names, self.ref.outputs))
-        return f"ModelNew.forward({', '.join(parts)}) -> {outs if len(self.output_names) == 1 else f'({outs})'}"
+        pairs = zip(self.output_names, self.ref.outputs, strict=True)
+        outs = ", ".join(f"{n}[{self._dims(o.shape)}]" for n, o in pairs)
+        return (
+            f"ModelNew.forward({', '.join(parts)}) -> {outs if len(self.output_names) == 1 else f'({outs})'}"
+        )
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"reference": str(self.ref.path), "batch_axis": self.axis}
@@ -139,7 +142,9 @@ class ReferenceTask(Task):
             out.append(value.to(dtype) if value.is_floating_point() else value)
         return out
 
-    def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any) -> Problem:
+    def problem(
+        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
+    ) -> Problem:
         values = {i: s.value for i, s in enumerate(self.ref.inputs) if not s.batched}
         # Slices of get_inputs() calls not handed out yet: one call makes a full batch of samples.
         return Problem(device, dtype, {"B": self.ref.batch}, {"values": values, "pool": []})
@@ -148,7 +153,9 @@ class ReferenceTask(Task):
         pool: list[Sample] = problem.shared["pool"]
         while len(pool) < n:
             drawn = self._draw(gen, problem.device, problem.dtype)
-            per_input = {str(i): v.unbind(self.axis) for i, v in enumerate(drawn) if isinstance(v, torch.Tensor)}
+            per_input = {
+                str(i): v.unbind(self.axis) for i, v in enumerate(drawn) if isinstance(v, torch.Tensor)
+            }
             pool.extend(Sample({k: v[j] for k, v in per_input.items()}) for j in range(self.ref.batch))
         taken, problem.shared["pool"] = pool[:n], pool[n:]
         return taken
@@ -224,7 +231,9 @@ class ReferenceTask(Task):
             raise EntryPointError(f"{name}(*get_init_inputs()){exc}") from None
         state = module.state_dict()
         ref_state = self._model(torch.device("cpu")).state_dict()
-        shared = {k: v for k, v in ref_state.items() if k in state and tuple(state[k].shape) == tuple(v.shape)}
+        shared = {
+            k: v for k, v in ref_state.items() if k in state and tuple(state[k].shape) == tuple(v.shape)
+        }
         module.load_state_dict(shared, strict=False)
         module = module.to(device)
         module = module.to(dtype) if dtype.is_floating_point else module
