@@ -225,19 +225,18 @@ class ReferenceTask(Task):
 
         if not (isinstance(entry, type) and issubclass(entry, torch.nn.Module)):
             raise EntryPointError(f"'{name}' in {path.name} is not a torch.nn.Module class")
-        try:
-            module = seeded(lambda: call_user(lambda: entry(*self.ref.init_inputs), "", path), INIT_SEED)
-        except ReferenceFileError as exc:
-            raise EntryPointError(f"{name}(*get_init_inputs()){exc}") from None
-        state = module.state_dict()
         ref_state = self._model(torch.device("cpu")).state_dict()
-        shared = {
-            k: v for k, v in ref_state.items() if k in state and tuple(state[k].shape) == tuple(v.shape)
-        }
-        module.load_state_dict(shared, strict=False)
-        module = module.to(device)
-        module = module.to(dtype) if dtype.is_floating_point else module
-        module.eval()
+
+        def build() -> torch.nn.Module:
+            module = entry(*self.ref.init_inputs)
+            state = module.state_dict()
+            shared = {k: v for k, v in ref_state.items() if k in state and state[k].shape == v.shape}
+            module.load_state_dict(shared, strict=False)
+            module = module.to(device)
+            return (module.to(dtype) if dtype.is_floating_point else module).eval()
+
+        what = f"{name}(*get_init_inputs())"
+        module = seeded(lambda: call_user(build, what, path, EntryPointError), INIT_SEED)
         check_arity(module.forward, f"{name}.forward", self.arity)
 
         @functools.wraps(module.forward)

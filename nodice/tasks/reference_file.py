@@ -64,8 +64,10 @@ def _where(exc: BaseException, path: Path) -> str:
     return f" at {path.name}:{frames[-1].lineno}" if frames else ""
 
 
-def call_user(fn: Callable[[], Any], what: str, path: Path) -> Any:
-    """Run user code; any exception becomes one ReferenceFileError line."""
+def call_user(
+    fn: Callable[[], Any], what: str, path: Path, error: type[NodiceError] = ReferenceFileError
+) -> Any:
+    """Run user code; any exception becomes one ``error`` line naming ``what`` and where it failed."""
     try:
         return fn()
     except NodiceError:
@@ -74,9 +76,7 @@ def call_user(fn: Callable[[], Any], what: str, path: Path) -> Any:
         if isinstance(exc, KeyboardInterrupt):
             raise
         msg = (str(exc).strip().splitlines() or [""])[0]
-        raise ReferenceFileError(
-            f"{what} failed{_where(exc, path)}: {type(exc).__name__}: {msg}"[:400]
-        ) from None
+        raise error(f"{what} failed{_where(exc, path)}: {type(exc).__name__}: {msg}"[:400]) from None
 
 
 def as_list(value: Any, what: str) -> list[Any]:
