@@ -199,6 +199,21 @@ def get_init_inputs():
 """
 
 
+def test_the_baseline_is_the_eager_model() -> None:
+    import torch
+
+    from nodice.bench.baselines import load_baselines
+    from nodice.tasks import get_task
+
+    cpu = torch.device("cpu")
+    loaded, missing = load_baselines(TASK, cpu)
+    assert list(loaded) == ["PyTorch Model"] and not missing
+    task = get_task(TASK)
+    args = task.workload_inputs(task.workloads()[0], torch.Generator().manual_seed(0), cpu, torch.float32)
+    # Model in fp32 on fp32 inputs is the reference itself, bit for bit.
+    assert torch.equal(loaded["PyTorch Model"](*args), task.reference(*args))
+
+
 @pytest.mark.parametrize(
     ("ref_source", "axis", "candidate", "expected"),
     [
@@ -254,6 +269,7 @@ def test_evolve_from_a_triton_seed(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "#1 seed: committed -> v0" in proc.stdout
     assert "2 evaluations" in proc.stdout
+    assert "best baseline" in proc.stdout  # the eager Model, timed in the same evaluation
     config = json.loads((run / "run.json").read_text())
     assert config["task"] == TASK and config["entry"] == "ModelNew" and config["unit"] == "GB/s"
 

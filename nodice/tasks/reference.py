@@ -202,6 +202,17 @@ class ReferenceTask(Task):
     def _construct(self) -> torch.nn.Module:
         return self.ref.model_cls(*self.ref.init_inputs)
 
+    def eager_model(self, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+        """``Model`` as the user runs it: built under the task's seed, on ``device``, in ``dtype``."""
+        path = self.ref.path
+        model = seeded(lambda: call_user(self._construct, "Model(*get_init_inputs())", path), INIT_SEED)
+        return model.to(device).to(dtype).eval()
+
+    def placement(self, args: tuple[Any, ...]) -> tuple[torch.device, torch.dtype]:
+        """The device of a batch's tensors and the dtype of its float inputs (fp32 if none)."""
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        return device, self._batch_of(args)[1]
+
     def reference(self, *args: Any) -> Any:
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
         up = tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
