@@ -71,19 +71,13 @@ def _task_and_entry(
     task: str | None, reference: Path | None, batch_axis: int | None, entry: str | None
 ) -> tuple[str, str]:
     """The task name and entry point from ``--task`` or ``--reference`` (exactly one of them)."""
-    if (task is None) == (reference is None):
-        _fail("give either --task T or --reference REF.py")
-    if reference is None:
-        if batch_axis is not None:
-            _fail("--batch-axis applies to --reference only (a task fixes its own batch axis)")
-        return str(task), entry or "kernel"
-    from nodice.references import reference_task_name
+    from nodice.references import REFERENCE_ENTRY, task_from_options
 
-    if batch_axis is not None and batch_axis < 0:
-        _fail(f"--batch-axis must be 0 or more, not {batch_axis}")
-    if not reference.is_file():
-        _fail(f"bad reference: no such file: {reference}")
-    return reference_task_name(reference, batch_axis or 0), entry or "ModelNew"
+    try:
+        name = task_from_options(task, reference, batch_axis, "--task T")
+    except NodiceError as exc:
+        _fail(exc.line())
+    return name, entry or (REFERENCE_ENTRY if reference is not None else "kernel")
 
 
 @app.command()

@@ -16,6 +16,15 @@ class NodiceError(Exception):
         return f"{self.kind}: {self}"
 
 
+class UsageError(NodiceError):
+    """Options that do not go together; the line is the message alone."""
+
+    kind = "usage"
+
+    def line(self) -> str:
+        return str(self)
+
+
 class UnknownTaskError(NodiceError):
     kind = "unknown task"
 

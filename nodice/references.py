@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodice.errors import ReferenceFileError
+from nodice.errors import ReferenceFileError, UsageError
 
 PREFIX = "reference:"
 REFERENCE_ENTRY = "ModelNew"
@@ -32,6 +32,26 @@ def reference_task_name(path: str | Path, batch_axis: int = 0) -> str:
     """The catalog name of the task built from ``path`` (absolute, so any process can rebuild it)."""
     name = f"{PREFIX}{Path(path).resolve()}"
     return name if batch_axis == 0 else f"{name}{_AXIS_TAG}{batch_axis}"
+
+
+def task_from_options(
+    task: str | None, reference: Path | None, batch_axis: int | None, task_option: str
+) -> str:
+    """The task a command was given: ``task`` or the one of ``--reference`` (exactly one of them).
+
+    ``task_option`` is how the command spells the task (``--task T``, ``a TASK``) in its error line.
+    """
+    if (task is None) == (reference is None):
+        raise UsageError(f"give either {task_option} or --reference REF.py")
+    if reference is None:
+        if batch_axis is not None:
+            raise UsageError("--batch-axis applies to --reference only (a task fixes its own batch axis)")
+        return str(task)
+    if batch_axis is not None and batch_axis < 0:
+        raise UsageError(f"--batch-axis must be 0 or more, not {batch_axis}")
+    if not reference.is_file():
+        raise ReferenceFileError(f"no such file: {reference}")
+    return reference_task_name(reference, batch_axis or 0)
 
 
 def is_reference_task(name: str) -> bool:

@@ -82,7 +82,12 @@ def evolve(
     for folder in knowledge or []:
         if not folder.is_dir():
             _fail(f"knowledge folder not found: {folder}")
-    task = _task_name(task, reference, batch_axis)
+    from nodice.references import task_from_options
+
+    try:
+        task = task_from_options(task, reference, batch_axis, "a TASK")
+    except NodiceError as exc:
+        _fail(exc.line())
     opts = EvolveOptions(
         task=task,
         run_dir=run_dir,
@@ -121,23 +126,6 @@ def evolve(
     )
     if report:
         _write_report(summary.run_dir)
-
-
-def _task_name(task: str | None, reference: Path | None, batch_axis: int | None) -> str:
-    """TASK, or the task of ``--reference`` (exactly one of them)."""
-    if (task is None) == (reference is None):
-        _fail("give either a TASK or --reference REF.py")
-    if reference is None:
-        if batch_axis is not None:
-            _fail("--batch-axis applies to --reference only (a task fixes its own batch axis)")
-        return str(task)
-    if batch_axis is not None and batch_axis < 0:
-        _fail(f"--batch-axis must be 0 or more, not {batch_axis}")
-    if not reference.is_file():
-        _fail(f"bad reference: no such file: {reference}")
-    from nodice.references import reference_task_name
-
-    return reference_task_name(reference, batch_axis or 0)
 
 
 def _write_report(run_dir: Path) -> None:
