@@ -201,6 +201,13 @@ def tasks(
             shape = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("name", "model"))
             table.add_row(w["name"], w["model"], shape)
         out.print(table)
+    out.print(
+        "Any PyTorch operator of your own: nodice check NEW.py --reference REF.py (KernelBench's Model / "
+        "ModelNew convention, docs/reference.md)",
+        style="dim",
+        markup=False,
+        highlight=False,
+    )
 
 
 # In nodice/examples/reference/ the candidates are ModelNew classes judged against this reference file.
