@@ -67,12 +67,38 @@ def render_result(r: CheckResult, console: Console = out) -> None:
         console.print(f"  note: {n}", style="dim", markup=False, highlight=False)
 
 
+def _task_and_entry(
+    task: str | None, reference: Path | None, batch_axis: int | None, entry: str | None
+) -> tuple[str, str]:
+    """The task name and entry point from ``--task`` or ``--reference`` (exactly one of them)."""
+    from nodice.references import REFERENCE_ENTRY, task_from_options
+
+    try:
+        name = task_from_options(task, reference, batch_axis, "--task T")
+    except NodiceError as exc:
+        _fail(exc.line())
+    return name, entry or (REFERENCE_ENTRY if reference is not None else "kernel")
+
+
 @app.command()
 def check(
     file: Annotated[Path, typer.Argument(help="candidate Python file")],
-    task: Annotated[str, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")],
+    task: Annotated[str | None, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")] = None,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="a PyTorch reference file (Model, get_inputs, get_init_inputs) instead of --task; "
+            "the candidate defines ModelNew",
+        ),
+    ] = None,
+    batch_axis: Annotated[
+        int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
+    ] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
-    entry: Annotated[str, typer.Option(help="name of the entry point")] = "kernel",
+    entry: Annotated[
+        str | None, typer.Option(help="name of the entry point (default: kernel; ModelNew with --reference)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     dynamic_only: Annotated[
         bool, typer.Option("--dynamic-only", help="run dynamic BI validation alone")
@@ -100,6 +126,7 @@ def check(
     ] = None,
 ) -> None:
     """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
+    task, entry = _task_and_entry(task, reference, batch_axis, entry)
     if static_only and dynamic_only:
         _fail("--static-only and --dynamic-only exclude each other")
     if (bench or store is not None) and not (sandbox and not static_only):
@@ -174,6 +201,26 @@ def tasks(
             shape = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("name", "model"))
             table.add_row(w["name"], w["model"], shape)
         out.print(table)
+    out.print(
+        "Any PyTorch operator of your own: nodice check NEW.py --reference REF.py (KernelBench's Model / "
+        "ModelNew convention, docs/reference.md)",
+        style="dim",
+        markup=False,
+        highlight=False,
+    )
+
+
+# In nodice/examples/reference/ the candidates are ModelNew classes judged against this reference file.
+REFERENCE_MODEL = "model.py"
+
+
+def _example_task(folder: Path) -> tuple[str, str]:
+    """The task and entry point the examples in ``folder`` are checked for."""
+    if folder.name != "reference":
+        return folder.name, "kernel"
+    from nodice.references import REFERENCE_ENTRY, reference_task_name
+
+    return reference_task_name(folder / REFERENCE_MODEL), REFERENCE_ENTRY
 
 
 @app.command()
@@ -194,10 +241,11 @@ def demo(
     surprises = 0
     for folder in folders:
         for f in sorted(folder.glob("*.py")):
-            if f.name.startswith("_"):
+            if f.name.startswith("_") or f.name == REFERENCE_MODEL:
                 continue
             expected = "pass" if f.stem == "seed" else "reject"
-            r = check_isolated(path=str(f), task=folder.name, device=device, seed=seed)
+            task_name, entry = _example_task(folder)
+            r = check_isolated(path=str(f), task=task_name, entry=entry, device=device, seed=seed)
             ms = sum(s.ms for s in r.stages)
             ok = (r.verdict == "pass") == (expected == "pass") and r.verdict != "error"
             surprises += not ok

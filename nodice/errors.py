@@ -16,6 +16,15 @@ class NodiceError(Exception):
         return f"{self.kind}: {self}"
 
 
+class UsageError(NodiceError):
+    """Options that do not go together; the line is the message alone."""
+
+    kind = "usage"
+
+    def line(self) -> str:
+        return str(self)
+
+
 class UnknownTaskError(NodiceError):
     kind = "unknown task"
 
@@ -50,6 +59,12 @@ class OutputSpecError(NodiceError):
 
 class DeviceError(NodiceError):
     kind = "device unavailable"
+
+
+class ReferenceFileError(NodiceError):
+    """A reference file cannot serve as a task: missing names, no batch axis, a failing Model."""
+
+    kind = "bad reference"
 
 
 class ContractError(NodiceError):

@@ -68,6 +68,7 @@ _STAGES = {
     "static": "static analysis",
     "baselines": "loading the library baselines",
     "load": "the candidate's import",
+    "reference": "reading the reference file",
     "guards": "the anti-cheat probes",
     "correctness": "reference correctness",
     "dynamic": "dynamic validation",
@@ -123,6 +124,12 @@ class Budgets:
         if stage == "static":
             basis = f"budget {self.static_s:.0f} s for the harness's static analysis"
             return StepBudget(self.static_s, basis, False)
+        if stage == "reference":
+            basis = (
+                f"budget {self.import_s:.0f} s for the reference file's import, its get_inputs() "
+                "and one Model call"
+            )
+            return StepBudget(self.import_s, basis, False)
         if stage == "load":
             basis = f"budget {self.import_s:.0f} s for the candidate's module-level code"
             return StepBudget(self.import_s, basis, False)

@@ -23,6 +23,7 @@ from nodice.gate import progress
 from nodice.gate.loader import read_source
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheatDetected, CheckResult, StageResult
+from nodice.references import is_reference_task
 from nodice.tasks import get_task
 from nodice.tasks.base import Task, Workload
 
@@ -89,6 +90,8 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
     seed = secrets.randbits(31) if seed is None else int(seed)
     path = Path(job["path"])
     try:
+        if is_reference_task(job["task"]):
+            progress.stage("reference")  # the reference file's import, get_inputs() and one Model call
         task = get_task(job["task"])
         source = read_source(path)
     except NodiceError as exc:

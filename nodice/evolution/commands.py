@@ -40,7 +40,18 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 
 def evolve(
-    task: Annotated[str, typer.Argument(help="task name (see `nodice tasks`)")],
+    task: Annotated[str | None, typer.Argument(help="task name (see `nodice tasks`)")] = None,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="evolve a ModelNew for this PyTorch reference (Model, get_inputs, get_init_inputs) "
+            "instead of a task; without --seed the seed is the reference's Model itself",
+        ),
+    ] = None,
+    batch_axis: Annotated[
+        int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
+    ] = None,
     run_dir: Annotated[
         Path | None, typer.Option(help="run directory (default: runs/TASK); resumed if it exists")
     ] = None,
@@ -71,6 +82,12 @@ def evolve(
     for folder in knowledge or []:
         if not folder.is_dir():
             _fail(f"knowledge folder not found: {folder}")
+    from nodice.references import task_from_options
+
+    try:
+        task = task_from_options(task, reference, batch_axis, "a TASK")
+    except NodiceError as exc:
+        _fail(exc.line())
     opts = EvolveOptions(
         task=task,
         run_dir=run_dir,

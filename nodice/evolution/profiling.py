@@ -42,13 +42,13 @@ def _main(path: str, task_name: str, entry: str) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from nodice.gate.loader import load_candidate
+    from nodice.gate.loader import load_kernel
     from nodice.tasks import get_task
 
     task = get_task(task_name)
     device = torch.device("cuda")
     dtype = task.dtype_for(device)
-    cand = load_candidate(path, entry, task.arity)
+    cand = load_kernel(path, entry, task, device, dtype)
     workload = task.workloads()[0]
     args = task.workload_inputs(workload, torch.Generator().manual_seed(0), device, dtype)
     for _ in range(3):  # compile and warm up outside the trace

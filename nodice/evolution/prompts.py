@@ -66,8 +66,16 @@ def task_brief(session: RunSession) -> str:
 
     task = get_task(session.config.task)
     d = task.describe()
+    entry = ""
+    if "reference" in d:
+        entry = (
+            f"kernel.py defines `class ModelNew(torch.nn.Module)` doing what `Model` does in "
+            f"{d['reference']} (read it): it is built from that file's get_init_inputs(), gets Model's "
+            "parameters and buffers wherever names and shapes match, and forward() takes get_inputs()'s "
+            f"arguments with the batch on axis {d['batch_axis']}.\n"
+        )
     return (
-        f"Task: {d['name']} — {d['signature']}\n"
+        f"Task: {d['name']} — {d['signature']}\n{entry}"
         f"Sample that must be invariant: {d['sample']}. Device: {session.config.device}.\n"
         f"{score_brief(task.unit)}"
     )

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodice.errors import DeviceError, UnknownTaskError
+from nodice.errors import DeviceError, ReferenceFileError, UnknownTaskError
 from nodice.evolution.lineage import Lineage
 from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
 from nodice.evolution.scores import refuse_incomparable, task_unit
+from nodice.references import REFERENCE_ENTRY, is_reference_task, parse_task_name, reference_seed
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = PACKAGE_DIR / "examples"
@@ -41,6 +42,11 @@ class EvolveOptions:
 
 def check_task_name(task: str) -> None:
     """Fail on an unknown task without importing the catalog (and PyTorch with it) in this process."""
+    if is_reference_task(task):
+        path, _ = parse_task_name(task)
+        if not path.is_file():
+            raise ReferenceFileError(f"no such reference file: {path}")
+        return
     known = sorted(p.stem for p in (PACKAGE_DIR / "tasks").glob("*.py") if not p.stem.startswith("_"))
     known = [k for k in known if k != "base"]
     if task not in known:
@@ -61,10 +67,19 @@ def pick_device(device: str | None) -> str:
 
 
 def default_run_dir(task: str) -> Path:
+    """``runs/TASK``; ``runs/<file stem>`` for a reference file."""
+    if is_reference_task(task):
+        return Path("runs") / parse_task_name(task)[0].stem
     return Path("runs") / task
 
 
+def entry_for(task: str) -> str:
+    return REFERENCE_ENTRY if is_reference_task(task) else "kernel"
+
+
 def seed_source(task: str, seed: Path | None) -> str:
+    if seed is None and is_reference_task(task):
+        return reference_seed(parse_task_name(task)[0])
     path = seed or EXAMPLES_DIR / task / "seed.py"
     if not path.is_file():
         where = f"{seed}" if seed else f"the task '{task}' ships no seed; pass --seed FILE"
@@ -133,6 +148,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             rng_seed=opts.rng_seed or 0,
             stagnation_window=opts.stagnation_window or 6,
             unit=task_unit(opts.task),
+            entry=entry_for(opts.task),
         )
         run.create(config, seed_source(opts.task, opts.seed))
     lineage = Lineage(run.root)
@@ -140,5 +156,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         lineage.init()
         if not lineage.has_commits():
             origin = str(opts.seed) if opts.seed else f"the {opts.task} example seed"
+            if opts.seed is None and is_reference_task(opts.task):
+                origin = f"the reference {parse_task_name(opts.task)[0].name} itself"
             lineage.commit_workspace(f"run: evolve {opts.task} from {origin}\n")
     return run, config, resumed

@@ -10,9 +10,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodice.errors import CandidateLoadError, EntryPointError
+
+if TYPE_CHECKING:
+    import torch
+
+    from nodice.tasks.base import Task
 
 
 @dataclass
@@ -44,8 +49,11 @@ def _where(exc: BaseException, path: Path) -> str:
     return f"{path.name}:{frames[-1].lineno}" if frames else path.name
 
 
-def load_candidate(path: str | Path, entry: str = "kernel", arity: int | None = None) -> Candidate:
-    """Import ``path`` as a fresh module (its folder importable for sibling files)."""
+def import_file(path: str | Path, prefix: str) -> tuple[Path, str, Any]:
+    """Import ``path`` as a fresh module named ``prefix_<stem>_<digest>`` (its folder importable).
+
+    Returns the resolved path, the source and the module; every failure is a CandidateLoadError.
+    """
     p = Path(path).resolve()
     source = read_source(p)
     try:
@@ -55,7 +63,7 @@ def load_candidate(path: str | Path, entry: str = "kernel", arity: int | None = 
     except ValueError as exc:  # e.g. null bytes
         raise CandidateLoadError(f"cannot compile {p.name}: {exc}") from None
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    module_name = f"nodice_candidate_{p.stem}_{digest}"
+    module_name = f"{prefix}_{p.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, p)
     if spec is None or spec.loader is None:
         raise CandidateLoadError(f"cannot import {p}")
@@ -76,6 +84,12 @@ def load_candidate(path: str | Path, entry: str = "kernel", arity: int | None = 
     finally:
         if sys.path and sys.path[0] == folder:
             sys.path.pop(0)
+    return p, source, module
+
+
+def load_candidate(path: str | Path, entry: str = "kernel", arity: int | None = None) -> Candidate:
+    """Import ``path`` as a fresh module (its folder importable for sibling files)."""
+    p, source, module = import_file(path, "nodice_candidate")
     fn = getattr(module, entry, None)
     if fn is None:
         raise EntryPointError(f"{p.name} defines no '{entry}'")
@@ -84,6 +98,18 @@ def load_candidate(path: str | Path, entry: str = "kernel", arity: int | None = 
     if arity is not None:
         check_arity(fn, entry, arity)
     return Candidate(p, entry, fn, source)
+
+
+def load_kernel(
+    path: str | Path, entry: str, task: Task, device: torch.device, dtype: torch.dtype
+) -> Candidate:
+    """The candidate's entry point as the callable the gate runs for ``task`` (a kernel of its arity)."""
+    cand = load_candidate(path, entry)
+    bound = task.bind_entry(cand.fn, entry, cand.path, device, dtype)
+    if bound is None:
+        check_arity(cand.fn, entry, task.arity)
+        return cand
+    return Candidate(cand.path, entry, bound, cand.source)
 
 
 def check_arity(fn: Callable[..., Any], entry: str, arity: int) -> None:

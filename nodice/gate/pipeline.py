@@ -14,7 +14,7 @@ from nodice.errors import NodiceError
 from nodice.gate import progress
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import validate
-from nodice.gate.loader import Candidate, load_candidate, read_source
+from nodice.gate.loader import Candidate, load_kernel, read_source
 from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.tasks import Task, get_task
@@ -104,7 +104,7 @@ def check(
         prepare(dev)
         progress.stage("load")
         t0 = time.perf_counter()
-        cand = load_candidate(p, entry, t.arity)
+        cand = load_kernel(p, entry, t, dev, dtype)
         result.stages.append(StageResult("load", "pass", _ms(t0)))
         if guard is not None:
             # Anti-cheat probes on the loaded kernel; may wrap it to watch every later call.

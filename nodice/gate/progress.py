@@ -37,8 +37,8 @@ def listen(on_stage: Callable[[str], None] | None, on_step: Callable[[StepKind],
 
 
 def stage(name: str) -> None:
-    """A stage begins: ``static``, ``baselines``, ``load``, ``guards``, ``correctness``, ``dynamic``,
-    ``bench:<workload>``, ``health``."""
+    """A stage begins: ``reference``, ``static``, ``baselines``, ``load``, ``guards``, ``correctness``,
+    ``dynamic``, ``bench:<workload>``, ``health``."""
     if _LISTENERS.on_stage is not None:
         _LISTENERS.on_stage(name)
 

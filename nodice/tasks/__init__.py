@@ -35,6 +35,11 @@ __all__ = [
 
 
 def get_task(name: str) -> Task:
+    """The catalog task ``name``, or the task built from a reference file (``reference:PATH``)."""
+    if name.startswith("reference:"):
+        from nodice.tasks.reference import reference_task
+
+        return reference_task(name)
     if name not in CATALOG:
         raise UnknownTaskError(f"'{name}' (known tasks: {', '.join(CATALOG)})")
     try:

@@ -12,6 +12,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -114,6 +115,21 @@ class Task(ABC):
     # operation (attention prefill, gemm, moe, linear attention), "GB/s" where moving
     # bytes does (norms, decode, sampling).
     unit: str = "TFLOP/s"
+    # The symbol of the batch axis in ``signature`` when it is not the first dimension of the first
+    # tensor (static analysis reads the batch sources from the signature).
+    batch_symbol: str | None = None
+
+    # ---- the candidate's entry point ----------------------------------------
+    def bind_entry(
+        self, entry: Any, name: str, path: Path, device: torch.device, dtype: torch.dtype
+    ) -> Callable[..., Any] | None:
+        """The callable the gate runs, made from the candidate's entry point.
+
+        ``None`` (the default) means the entry is the kernel itself, a function of the task's
+        arguments. A task whose candidates define something else (a ``torch.nn.Module`` class)
+        builds the callable here and raises :class:`nodice.errors.EntryPointError` when it cannot.
+        """
+        return None
 
     # ---- sizes and dtypes -------------------------------------------------
     def dtype_for(self, device: torch.device) -> torch.dtype:

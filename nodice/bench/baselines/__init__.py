@@ -20,9 +20,19 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines import attention_decode, attention_prefill, gdn, gemm, moe, norms, sampling
+from nodice.bench.baselines import (
+    attention_decode,
+    attention_prefill,
+    gdn,
+    gemm,
+    moe,
+    norms,
+    reference,
+    sampling,
+)
 from nodice.bench.baselines.audit import BaselineAudit, audit_baseline
 from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared
+from nodice.references import is_reference_task
 
 __all__ = [
     "Baseline",
@@ -49,14 +59,19 @@ _CATALOG: dict[str, tuple[Baseline, ...]] = {
 
 def baselines_for(task_name: str, device: torch.device) -> list[Baseline]:
     """Every baseline of ``task_name`` that applies on ``device``'s type, available here or not."""
-    return [b for b in _CATALOG.get(task_name, ()) if device.type in b.devices]
+    return [b for b in _listed(task_name) if device.type in b.devices]
+
+
+def _listed(task_name: str) -> tuple[Baseline, ...]:
+    """A catalog task's baselines; a reference task's is its own ``Model``."""
+    return reference.baselines(task_name) if is_reference_task(task_name) else _CATALOG.get(task_name, ())
 
 
 def find_baseline(name: str, device: torch.device, task_name: str | None = None) -> tuple[str, Baseline]:
     """The task and baseline called ``name`` on ``device`` (within ``task_name`` when given)."""
     tasks = [task_name] if task_name else list(_CATALOG)
     for t in tasks:
-        for b in _CATALOG.get(t, ()):
+        for b in _listed(t):
             if b.name != name:
                 continue
             if device.type not in b.devices:

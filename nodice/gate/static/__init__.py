@@ -73,7 +73,7 @@ def run_static(
     collector = Collector()
     # abspath, not resolve(): a symlink-resolving walk costs more than the analysis of a small file.
     folder = Path(os.path.abspath(path)).parent
-    an = Analysis(contract, entry_signature(task.signature, contract), folder, collector)
+    an = Analysis(contract, entry_signature(task.signature, contract, task.batch_symbol), folder, collector)
     try:
         mod = an.module(path, str(path), is_candidate=True)
         if mod is None:
@@ -112,11 +112,29 @@ def _analyze_entry(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> N
             [],
         )
         return
+    if entry_v.kind == "class":
+        # A module class (the KernelBench ``ModelNew``): built from opaque init inputs, then its
+        # ``forward`` (or ``__call__``) runs on the task's arguments.
+        init_args = [V() for _ in range(_required_init_args(interp, entry_v))]
+        entry_v = interp.instantiate(entry_v, init_args, {}, call)
+        method = "forward" if interp.class_attr(entry_v.ref.cls, "forward") is not None else "__call__"
+    else:
+        method = "__call__"
     is_instance = entry_v.kind == "instance"
-    target = interp.instance_attr(entry_v, "__call__") if is_instance else entry_v
+    target = interp.instance_attr(entry_v, method) if is_instance else entry_v
     fn = getattr(getattr(target, "ref", None), "node", None)
     if target is not None and isinstance(fn, ast.FunctionDef):
         interp.dispatch(target, _entry_args(an, fn, interp, skip_self=is_instance), {}, call)
+
+
+def _required_init_args(interp: Interp, cls: V) -> int:
+    """How many positional arguments the class's ``__init__`` requires (besides ``self``)."""
+    init = interp.class_attr(cls.ref, "__init__")
+    node = getattr(getattr(init, "ref", None), "node", None)
+    if not isinstance(node, ast.FunctionDef):
+        return 0
+    a = node.args
+    return max(0, len(a.posonlyargs + a.args) - 1 - len(a.defaults))
 
 
 def _entry_def(tree: ast.Module, entry: str) -> ast.stmt | None:

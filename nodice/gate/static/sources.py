@@ -60,16 +60,18 @@ def _parse(signature: str) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
     return tuple(args)
 
 
-def entry_signature(signature: str, contract: Contract) -> EntrySignature:
+def entry_signature(signature: str, contract: Contract, batch_symbol: str | None = None) -> EntrySignature:
+    """``batch_symbol`` names the batch dimension wherever it stands (default: the first tensor's first)."""
     args = _parse(signature)
     params = tuple(name for name, _ in args)
     ranks = {name: len(dims) for name, dims in args if dims is not None}
     tensors = [(name, dims) for name, dims in args if dims]
-    symbol = tensors[0][1][0] if tensors else "B"
+    symbol = batch_symbol or (tensors[0][1][0] if tensors else "B")
     batch: dict[str, BatchArg] = {}
     for name, dims in tensors:
-        if dims and dims[0] == symbol:
-            batch[name] = BatchArg(name, 0, len(dims), f"batch axis {symbol} of argument {name}")
+        if dims and symbol in dims and (batch_symbol is not None or dims[0] == symbol):
+            axis = dims.index(symbol)
+            batch[name] = BatchArg(name, axis, len(dims), f"batch axis {symbol} of argument {name}")
     context: dict[str, tuple[int, ...]] = {}
     for name, axis, note in contract.batch_args:
         if name not in params:
