@@ -40,7 +40,7 @@ def test_the_report_has_every_field_spec_pins(rmsnorm_run: tuple[Any, Path]) -> 
     assert set(report["limits"]) == {"float32_tflops", "copy_gbps"} and report["limits"]["copy_gbps"] > 0
     assert {"torch", "triton", "python", "commit"} <= set(report["versions"])
     entry = report["tasks"]["rmsnorm"]
-    assert entry["kernel"] == "nodice/examples/rmsnorm/seed.py" and entry["unit"] == "GB/s"
+    assert entry["kernel"] == "nodice/kernels/rmsnorm.py" and entry["unit"] == "GB/s"
     assert entry["verdict"] == "pass" and entry["geomean"] > 0
     assert entry["baselines_bi"]["torch F.rms_norm"]["verdict"] == "pass"
     for w in entry["workloads"]:
