@@ -453,3 +453,42 @@ def kernel(x, weight, eps):
     )
     violations, _, _ = analyze(tmp_path, code, task="rmsnorm")
     assert violations == []
+
+
+ROW_SCALE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_rows(x_ptr, y_ptr, n_rows, H: tl.constexpr, ROUND: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, H)
+    v = tl.load(x_ptr + row * H + offs).to(tl.float32) * 3.0
+    if {cond}:
+        v = v.to(y_ptr.dtype.element_ty).to(tl.float32)
+    tl.store(y_ptr + row * H + offs, (v * 0.5).to(y_ptr.dtype.element_ty))
+
+
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    y = torch.empty_like(x)
+    _scale_rows[(batch,)](x, y, batch, H=hidden, ROUND={flag})  # SINK
+    return y
+"""
+
+
+def test_a_batch_dependent_constexpr_flag_that_rewrites_a_value_is_a_violation(tmp_path: Path) -> None:
+    # Where the value is rounded to the storage dtype follows the batch: the stored values do too.
+    violations, _, sink = analyze(tmp_path, ROW_SCALE.format(cond="ROUND", flag="batch > 16"), "rmsnorm")
+    assert [(v.protected, v.line) for v in violations] == [("ROUND", sink)]
+    assert "changes the values _scale_rows computes" in violations[0].message
+
+
+def test_a_constexpr_flag_from_the_problem_or_a_runtime_guard_is_not(tmp_path: Path) -> None:
+    fixed = ROW_SCALE.format(cond="ROUND", flag="hidden > 2048")
+    assert analyze(tmp_path, fixed, "rmsnorm")[0] == []
+    # A runtime bound on the batch decides whether a program works, not what it computes.
+    guard = ROW_SCALE.format(cond="row < n_rows", flag="True")
+    assert analyze(tmp_path, guard, "rmsnorm")[0] == []

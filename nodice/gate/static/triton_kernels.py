@@ -256,9 +256,18 @@ class _KernelWalker(KernelExprs):
                 self.sink("reduction_branch", params, s)
             saved = self.control
             self.control = saved | cond.deps
+            before = dict(self.env)
             self.walk(s.body)
             self.walk(s.orelse)
             self.control = saved
+            # A constexpr flag that rewrites a value computed before the branch (``if ROUND: s =
+            # s.to(io).to(f32)``) decides what that value is, not whether it exists: after the
+            # branch the value depends on the flag. (Guards compare indices with bounds and are
+            # runtime values, not constexpr flags.)
+            flags = frozenset(lab for lab in params if lab in self.info.constexprs)
+            for name, value in list(self.env.items()) if flags else []:
+                if name in before and value is not before[name]:
+                    self.env[name] = KV(value.deps | flags, value.shape, value.dtype, value.data, value.reduced)
         elif isinstance(s, ast.Return) and s.value is not None:
             v = self.expr(s.value)
             if self.control:
