@@ -9,9 +9,10 @@ import torch
 from nodice.errors import DeviceError
 
 CPU_NOTE = (
-    "CPU run: Triton kernels run under TRITON_INTERPRET=1 in float32, because the "
-    "interpreter does not compute bf16 (triton-lang/triton#11584); tl.dot is evaluated "
-    "in float64 and rounded, so the interpreter's own BLAS cannot fake a violation"
+    "CPU run: Triton kernels run under TRITON_INTERPRET=1 in float32, then dynamic validation "
+    "again in float16 (where a kernel rounds to the storage dtype), because the interpreter "
+    "does not compute bf16 (triton-lang/triton#11584); tl.dot is evaluated in float64 and "
+    "rounded, so the interpreter's own BLAS cannot fake a violation"
 )
 
 

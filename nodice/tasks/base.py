@@ -118,6 +118,9 @@ class Task(ABC):
     # The symbol of the batch axis in ``signature`` when it is not the first dimension of the first
     # tensor (static analysis reads the batch sources from the signature).
     batch_symbol: str | None = None
+    # Dynamic validation on CPU also runs in fp16 (see ``probe_dtypes``); off for tasks whose
+    # inputs have no storage dtype to round to (sampling's fp32 logits).
+    cpu_half_probe: bool = True
 
     # ---- the candidate's entry point ----------------------------------------
     def bind_entry(
@@ -143,8 +146,18 @@ class Task(ABC):
         flips a bf16 output with probability ~2^-16. The same kernel fed fp32
         shows the order change in nearly every element, so on GPU a kernel that
         runs in fp32 is also validated in fp32.
+
+        On CPU the task's dtype is fp32, and fp32 hides the opposite kind of change:
+        where a kernel rounds to the storage dtype (a fused path normalising the
+        unrounded fp32 sum against a path that re-reads the rounded residual, a
+        statistic kept in a storage-dtype buffer) is invisible when the storage
+        dtype is fp32 itself. Triton's interpreter computes fp16 exactly as the
+        GPU does (bf16 not at all, triton-lang/triton#11584), so on CPU a kernel
+        that runs in fp16 is also validated in fp16 (``cpu_half_probe``).
         """
-        return [torch.float32] if device.type == "cuda" else []
+        if device.type == "cuda":
+            return [torch.float32]
+        return [torch.float16] if self.cpu_half_probe else []
 
     # ---- samples and batches ----------------------------------------------
     @abstractmethod

@@ -207,6 +207,9 @@ class Sampling(Task):
     output_names = ("tokens",)
     arity = 5
 
+    # The logits are fp32 in every context: there is no storage dtype to probe.
+    cpu_half_probe = False
+
     def dtype_for(self, device: torch.device) -> torch.dtype:
         return torch.float32
 
