@@ -62,6 +62,14 @@ def evolve(
         int | None, typer.Option(help="evaluations without gain before the supervisor steps in")
     ] = None,
     report: Annotated[bool, typer.Option(help="write the HTML report at the end")] = True,
+    bi: Annotated[
+        bool | None,
+        typer.Option(
+            "--bi/--no-bi",
+            help="--no-bi: the vanilla baseline search, commits judged on correctness and speed only "
+            "(no BI stage runs); fixed for the life of a run",
+        ),
+    ] = None,
 ) -> None:
     """Evolve a fast, batch-invariant kernel for TASK; rerun on the same run dir to resume."""
     from nodice.evolution.agents import make_agent
@@ -84,6 +92,7 @@ def evolve(
         base_url=base_url,
         rng_seed=rng_seed,
         stagnation_window=stagnation,
+        bi=bi,
     )
     try:
         # The agent first: a missing key or a bad spec must not leave a run directory behind.
@@ -98,6 +107,8 @@ def evolve(
         run, config, resumed = prepare_run(opts)
         if resumed:
             out.print(f"resuming the run in {run.root}", highlight=False)
+        if not config.bi:
+            out.print("vanilla run (--no-bi): commits need correctness and speed only", highlight=False)
         summary = Engine(run, config, ag, console=out).execute()
     except NodiceError as exc:
         _fail(exc.line())
