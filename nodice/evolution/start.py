@@ -104,7 +104,9 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             )
         if opts.bi is not None and opts.bi != config.bi:
             mode = "BI-aware" if config.bi else "vanilla (--no-bi)"
-            raise RunDirError(f"{run.root} is a {mode} run; its commit rule cannot change (use a new run dir)")
+            raise RunDirError(
+                f"{run.root} is a {mode} run; its commit rule cannot change (use a new run dir)"
+            )
         if opts.seed is not None:
             raise RunDirError(f"{run.root} already has a lineage; --seed only applies to a new run")
         for name in (
