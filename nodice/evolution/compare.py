@@ -247,7 +247,8 @@ def compare_runs(
         notes.append("RUN_A is the vanilla run and RUN_B the BI-aware one: retention reads inverted")
     elif fig_a.mode == fig_b.mode:
         notes.append(f"both runs are {fig_a.mode} runs: retention is simply A's best over B's")
-    retention, common = None, []
+    retention: float | None = None
+    common: list[str] = []
     if versions_a and versions_b:
         retention, common = speedup_retention(versions_a[-1], versions_b[-1])
     for fig, versions in ((fig_a, versions_a), (fig_b, versions_b)):
