@@ -57,11 +57,11 @@ def _single_pass(source: str, task: str) -> str | None:
 
 
 # ---- batch-adaptive dispatch (rejected by the gate) -------------------------------
-def _host_kernel(tree: ast.Module) -> ast.FunctionDef | None:
+def host_kernel(tree: ast.Module) -> ast.FunctionDef | None:
     return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "kernel"), None)
 
 
-def _batch_name(fn: ast.FunctionDef) -> str | None:
+def batch_name(fn: ast.FunctionDef) -> str | None:
     """The host variable holding the batch size: ``batch, hidden = x.shape`` or ``x.shape[0]``."""
     first_arg = fn.args.args[0].arg if fn.args.args else None
     for node in ast.walk(fn):
@@ -82,8 +82,8 @@ def _batch_adaptive_tile(source: str, task: str) -> str | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    fn = _host_kernel(tree)
-    batch = _batch_name(fn) if fn else None
+    fn = host_kernel(tree)
+    batch = batch_name(fn) if fn else None
     if fn is None or batch is None:
         return None
     for node in ast.walk(fn):
@@ -110,8 +110,8 @@ def _small_batch_eager_path(source: str, task: str) -> str | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    fn = _host_kernel(tree)
-    batch = _batch_name(fn) if fn else None
+    fn = host_kernel(tree)
+    batch = batch_name(fn) if fn else None
     if eager is None or fn is None or batch is None or "eager path" in source:
         return None
     anchor = next(n for n in ast.walk(fn) if isinstance(n, ast.Assign) and batch in ast.unparse(n.targets[0]))
