@@ -55,7 +55,8 @@ def collect(out: Path) -> dict[str, Any]:
             "bi_rejections": sum(r["bi_rejections"] for r in runs),
             "intervention_rate": sum(r["bi_rejections"] for r in runs) / evaluations if evaluations else None,
         }
-    meta = json.loads((out / "compare_meta.json").read_text()) if (out / "compare_meta.json").is_file() else {}
+    meta_file = out / "compare_meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
     return {**meta, "summary": summary, "tasks": tasks}
 
 
