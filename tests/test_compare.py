@@ -189,3 +189,14 @@ def test_the_gate_rejects_bucketed_steps_and_the_operator_learns(tmp_path: Path)
                        "static", 0.0, [], {}, "", "bi_violation", 100.0)  # fmt: skip
     memory.record(rejected.label, rejected)
     assert memory.banned[rejected.label] == "bi_violation" and memory.tag_penalty["batch_dependent"] == 1
+
+
+def test_the_report_says_which_rule_committed(compared: dict[str, Any]) -> None:
+    from nodice.report import write_report
+
+    html = write_report(compared["vanilla"]).read_text()
+    assert "nodice evolve rmsnorm --no-bi</h1>" in html and "the gate's BI stages were not run" in html
+    bi_rows = _attempts(compared["bi"])
+    rejected = sum(r["verdict"] == "bi_violation" for r in bi_rows)
+    html = write_report(compared["bi"]).read_text()
+    assert f"({rejected} of {len(bi_rows)}) were rejected for batch invariance" in html
