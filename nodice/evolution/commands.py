@@ -191,11 +191,12 @@ def compare(
         highlight=False,
     )
     for f in (c.a, c.b):
+        failing: dict[tuple[str, str], list[str]] = {}
         for j in f.judged:
             if not j.passes:
-                out.print(
-                    f"  {f.mode} v{j.version}: {j.verdict} — {j.reason[:160]}", markup=False, highlight=False
-                )
+                failing.setdefault((j.verdict, j.reason[:160]), []).append(f"v{j.version}")
+        for (verdict, reason), names in failing.items():
+            out.print(f"  {f.mode} {', '.join(names)}: {verdict} — {reason}", markup=False, highlight=False)
     for note in c.notes:
         out.print(f"note: {note}", style="dim", markup=False, highlight=False)
     if json_file is not None:

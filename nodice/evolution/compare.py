@@ -137,7 +137,9 @@ def open_run(path: Path) -> tuple[RunDir, RunConfig, list[VersionRecord]]:
     return run, config, versions
 
 
-def run_figures(run: RunDir, config: RunConfig, versions: list[VersionRecord]) -> RunFigures:
+def run_figures(
+    run: RunDir, config: RunConfig, versions: list[VersionRecord], shown: str | None = None
+) -> RunFigures:
     """What the run's journal and lineage say, before anything is judged again."""
     attempts = []
     if run.store_path.is_file():
@@ -151,7 +153,7 @@ def run_figures(run: RunDir, config: RunConfig, versions: list[VersionRecord]) -
         outcomes[a.outcome] = outcomes.get(a.outcome, 0) + 1
     best = versions[-1] if versions else None
     return RunFigures(
-        run_dir=str(run.root),
+        run_dir=shown or str(run.root),
         task=config.task,
         device=config.device,
         mode="bi" if config.bi else "vanilla",
@@ -239,7 +241,8 @@ def compare_runs(
         raise CompareError(
             f"{path_a} ran on {config_a.device}, {path_b} on {config_b.device}: scores would not compare"
         )
-    fig_a, fig_b = run_figures(run_a, config_a, versions_a), run_figures(run_b, config_b, versions_b)
+    fig_a = run_figures(run_a, config_a, versions_a, str(path_a))
+    fig_b = run_figures(run_b, config_b, versions_b, str(path_b))
     if fig_a.unit and fig_b.unit and fig_a.unit != fig_b.unit:
         raise CompareError(f"{path_a} scores in {fig_a.unit}, {path_b} in {fig_b.unit}")
     notes = []
