@@ -41,8 +41,8 @@ for dir in .whl .whl-fa4; do
   fi
 done
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}:$site"
-if ! python3 -c "import torch, triton, typer, rich, rank_bm25" >>"$LOG" 2>&1; then
-  say "compare.sh: nodice's dependencies are missing (torch, triton, typer, rich, rank-bm25): see $LOG"
+if ! python3 -c "import torch, triton, typer, rich" >>"$LOG" 2>&1; then
+  say "compare.sh: nodice's dependencies are missing (torch, triton, typer, rich): see $LOG"
   exit 2
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.csv" 2>&1 || true
