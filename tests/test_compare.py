@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from nodice.evolution.agents.buckets import bucket_mutation, bucket_of
 from nodice.evolution.agents.builtin import BuiltinAgent, Memory, tags_of
@@ -140,6 +142,15 @@ def test_compare_refuses_what_cannot_be_compared(compared: dict[str, Any], tmp_p
     assert r.returncode == 2 and "evolves 'rmsnorm'" in r.stderr and "'layernorm'" in r.stderr
     r = run_cli("evolve", "rmsnorm", "--run-dir", str(compared["vanilla"]), "--bi", "--no-report")
     assert r.returncode == 2 and "vanilla (--no-bi) run" in r.stderr, r.stderr
+    if not torch.cuda.is_available():  # runs made on a GPU are judged on one, or not at all
+        copies = []
+        for name in ("bi", "vanilla"):
+            copy = shutil.copytree(compared[name], tmp_path / f"{name}-on-cuda")
+            config = json.loads((copy / "run.json").read_text())
+            (copy / "run.json").write_text(json.dumps(config | {"device": "cuda"}))
+            copies.append(str(copy))
+        r = run_cli("compare", *copies)
+        assert r.returncode == 2 and "the runs ran on cuda" in r.stderr and "no CUDA device" in r.stderr
 
 
 # ---- batch-bucketed proposals of the built-in operator ---------------------------------------

@@ -260,7 +260,12 @@ def compare_runs(
     owns = evaluator is None
     if evaluator is None:
         from nodice.evaluation import Evaluator
+        from nodice.evolution.start import pick_device
 
+        try:
+            pick_device(config_a.device)  # judged where the runs ran, or not at all
+        except NodiceError as exc:
+            raise CompareError(f"the runs ran on {config_a.device}: {exc.line()}") from None
         try:
             evaluator = Evaluator(device=config_a.device, isolation="persistent")
         except ValueError as exc:
@@ -273,4 +278,7 @@ def compare_runs(
     finally:
         if owns:
             evaluator.close()
+    errors = sum(j.verdict == "error" for f in (fig_a, fig_b) for j in f.judged)
+    if errors:
+        notes.append(f"{errors} version(s) could not be judged (error); the pass rates count them as failing")
     return Comparison(fig_a, fig_b, common, retention, all_versions, gate_seed, notes)
