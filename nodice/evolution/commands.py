@@ -294,6 +294,7 @@ def run_status(
         status = {
             "task": session.config.task,
             "device": session.config.device,
+            "bi": session.config.bi,
             "evaluations": session.evaluations_done(),
             "evaluations_left": session.evaluations_left(),
             "versions": len(versions),
@@ -308,7 +309,8 @@ def run_status(
         print(json.dumps(status, indent=2))
         return
     best: dict[str, Any] | None = status["best"]  # type: ignore[assignment]
-    print(f"task {status['task']} on {status['device']}")
+    mode = "" if status["bi"] else " (vanilla: commits need correctness and speed only)"
+    print(f"task {status['task']} on {status['device']}{mode}")
     print(f"evaluations: {status['evaluations']}, left: {status['evaluations_left']}")
     if best:
         standing = standing_text(best["geomean"], best.get("unit"), best.get("ratio_best"))
