@@ -19,7 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 from nodice.evolution.agents.mutations import ParamMutation, replace_literal
-from nodice.evolution.agents.rewrites import batch_name, host_kernel
+from nodice.evolution.agents.rewrites import host_batch
 
 # Workload parameters that hold the batch size (rows, tokens of a GEMM, tokens of an MoE layer).
 BATCH_PARAMS = ("B", "M", "T")
@@ -102,14 +102,10 @@ class BucketMutation:
 
 def bucket_mutation(source: str, step: ParamMutation, bucket: Bucket) -> BucketMutation | None:
     """``step`` applied to ``bucket`` only, in the host ``kernel`` once the batch size is known."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    found = host_batch(source)
+    if found is None:
         return None
-    fn = host_kernel(tree)
-    batch = batch_name(fn) if fn else None
-    if fn is None or batch is None:
-        return None
+    fn, batch = found
     bound = min(
         (n.lineno for n in ast.walk(fn) if isinstance(n, ast.Assign) and batch in ast.unparse(n.targets[0])),
         default=None,
