@@ -8,6 +8,7 @@ gate rejects), compared by the CLI; every figure is recomputed here from the run
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import re
@@ -27,6 +28,7 @@ from nodice.evolution.journal import Attempt
 from nodice.evolution.start import EvolveOptions, prepare_run
 from nodice.gate.pipeline import check
 from tests.conftest import EXAMPLES, run_cli
+from tests.evolution_helpers import shared_folder
 
 BUDGET = 3
 SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
@@ -34,16 +36,22 @@ SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    folder = tmp_path_factory.mktemp("compare")
-    bi, vanilla = folder / "bi", folder / "vanilla"
-    common = ["--device", "cpu", "--budget", str(BUDGET), "--rng-seed", "0", "--no-report"]
-    for root, extra in ((bi, []), (vanilla, ["--no-bi"])):
-        r = run_cli("evolve", "rmsnorm", "--run-dir", str(root), *common, *extra)
-        assert r.returncode == 0, r.stdout + r.stderr
-    out = folder / "compare.json"
-    r = run_cli("compare", str(bi), str(vanilla), "--json", str(out), "--all-versions")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return {"bi": bi, "vanilla": vanilla, "json": json.loads(out.read_text()), "printed": r.stdout}
+    """The two runs and their comparison, made once per test session (under xdist too)."""
+    shared = shared_folder(tmp_path_factory)
+    folder = shared / "compare-runs"
+    bi, vanilla, out, printed = folder / "bi", folder / "vanilla", folder / "compare.json", folder / "printed"
+    with open(shared / "compare-runs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not printed.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            common = ["--device", "cpu", "--budget", str(BUDGET), "--rng-seed", "0", "--no-report"]
+            for root, extra in ((bi, []), (vanilla, ["--no-bi"])):
+                r = run_cli("evolve", "rmsnorm", "--run-dir", str(root), *common, *extra)
+                assert r.returncode == 0, r.stdout + r.stderr
+            r = run_cli("compare", str(bi), str(vanilla), "--json", str(out), "--all-versions")
+            assert r.returncode == 0, r.stdout + r.stderr
+            printed.write_text(r.stdout)
+    return {"bi": bi, "vanilla": vanilla, "json": json.loads(out.read_text()), "printed": printed.read_text()}
 
 
 def _attempts(root: Path) -> list[dict[str, Any]]:
