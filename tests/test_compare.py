@@ -150,6 +150,12 @@ def test_compare_refuses_what_cannot_be_compared(compared: dict[str, Any], tmp_p
     assert r.returncode == 2 and "evolves 'rmsnorm'" in r.stderr and "'layernorm'" in r.stderr
     r = run_cli("evolve", "rmsnorm", "--run-dir", str(compared["vanilla"]), "--bi", "--no-report")
     assert r.returncode == 2 and "vanilla (--no-bi) run" in r.stderr, r.stderr
+    damaged = shutil.copytree(compared["vanilla"], tmp_path / "damaged")
+    for f in damaged.glob("results.sqlite*"):
+        f.unlink()
+    (damaged / "results.sqlite").write_text("not a database")
+    r = run_cli("compare", str(compared["bi"]), str(damaged))
+    assert r.returncode == 2 and "cannot read the journal" in r.stderr and "Traceback" not in r.stderr
     if not torch.cuda.is_available():  # runs made on a GPU are judged on one, or not at all
         copies = []
         for name in ("bi", "vanilla"):

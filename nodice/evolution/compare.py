@@ -22,6 +22,7 @@ verdicts are new measurements.
 from __future__ import annotations
 
 import math
+import sqlite3
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -143,11 +144,14 @@ def run_figures(
     """What the run's journal and lineage say, before anything is judged again."""
     attempts = []
     if run.store_path.is_file():
-        journal = Journal(run.store_path)
         try:
-            attempts = journal.attempts()
-        finally:
-            journal.close()
+            journal = Journal(run.store_path)
+            try:
+                attempts = journal.attempts()
+            finally:
+                journal.close()
+        except sqlite3.Error as exc:
+            raise CompareError(f"cannot read the journal of {shown or run.root}: {exc}") from None
     outcomes: dict[str, int] = {}
     for a in attempts:
         outcomes[a.outcome] = outcomes.get(a.outcome, 0) + 1
