@@ -73,6 +73,14 @@ def evolve(
         int | None, typer.Option(help="evaluations without gain before the supervisor steps in")
     ] = None,
     report: Annotated[bool, typer.Option(help="write the HTML report at the end")] = True,
+    bi: Annotated[
+        bool | None,
+        typer.Option(
+            "--bi/--no-bi",
+            help="--no-bi: the vanilla baseline search, commits judged on correctness and speed only "
+            "(no BI stage runs); fixed for the life of a run",
+        ),
+    ] = None,
 ) -> None:
     """Evolve a fast, batch-invariant kernel for TASK; rerun on the same run dir to resume."""
     from nodice.evolution.agents import make_agent
@@ -101,6 +109,7 @@ def evolve(
         base_url=base_url,
         rng_seed=rng_seed,
         stagnation_window=stagnation,
+        bi=bi,
     )
     try:
         # The agent first: a missing key or a bad spec must not leave a run directory behind.
@@ -115,6 +124,8 @@ def evolve(
         run, config, resumed = prepare_run(opts)
         if resumed:
             out.print(f"resuming the run in {run.root}", highlight=False)
+        if not config.bi:
+            out.print("vanilla run (--no-bi): commits need correctness and speed only", highlight=False)
         summary = Engine(run, config, ag, console=out).execute()
     except NodiceError as exc:
         _fail(exc.line())
@@ -141,6 +152,79 @@ def _write_report(run_dir: Path) -> None:
 def report(run: Annotated[Path, typer.Argument(help="run directory")]) -> None:
     """Write RUN/report.html (self-contained) and its PNG plots; print the path."""
     _write_report(run)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="the BI-aware run")],
+    run_b: Annotated[Path, typer.Argument(help="the vanilla run (nodice evolve --no-bi)")],
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="also write the figures as JSON here")
+    ] = None,
+    all_versions: Annotated[
+        bool, typer.Option("--all-versions", help="judge every committed version, not only each best")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="random seed of the gate's BI contexts")] = 0,
+) -> None:
+    """BI pass rate, speedup retention and intervention rate of two runs of one task on one device."""
+    from rich.table import Table
+
+    from nodice.evolution.compare import compare_runs
+    from nodice.evolution.scores import value_text
+
+    try:
+        c = compare_runs(run_a, run_b, all_versions=all_versions, gate_seed=seed)
+    except NodiceError as exc:
+        _fail(exc.line())
+    table = Table(title=f"{c.a.task} on {c.a.device}", box=None, padding=(0, 2))
+    table.add_column("")
+    table.add_column("A", overflow="fold")
+    table.add_column("B", overflow="fold")
+    rows = [
+        ("run", c.a.run_dir, c.b.run_dir),
+        ("mode", c.a.mode, c.b.mode),
+        ("evaluations", str(c.a.evaluations), str(c.b.evaluations)),
+        ("committed versions", str(c.a.commits), str(c.b.commits)),
+        ("best", *(f"v{f.best_version} {value_text(f.best_geomean, f.unit)}" for f in (c.a, c.b))),
+        ("best judged by the gate", c.a.best_verdict or "-", c.b.best_verdict or "-"),
+        (
+            "BI pass rate" + (" (every version)" if all_versions else " (best)"),
+            *map(_rate, (c.a.bi_pass_rate, c.b.bi_pass_rate)),
+        ),
+        (
+            "intervention rate",
+            *(f"{_rate(f.intervention_rate)} ({f.bi_rejections}/{f.evaluations})" for f in (c.a, c.b)),
+        ),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    retention = "-" if c.speedup_retention is None else f"{c.speedup_retention:.4g}"
+    out.print(
+        f"speedup retention (A best ÷ B best, geomean over {len(c.workloads)} workloads): {retention}",
+        highlight=False,
+    )
+    for f in (c.a, c.b):
+        failing: dict[tuple[str, str], list[str]] = {}
+        for j in f.judged:
+            if not j.passes:
+                failing.setdefault((j.verdict, j.reason[:160]), []).append(f"v{j.version}")
+        for (verdict, reason), names in failing.items():
+            out.print(f"  {f.mode} {', '.join(names)}: {verdict} — {reason}", markup=False, highlight=False)
+    for note in c.notes:
+        out.print(f"note: {note}", style="dim", markup=False, highlight=False)
+    if json_file is not None:
+        from nodice.evolution.rundir import write_json_atomic
+
+        try:
+            json_file.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(json_file, c.to_dict())
+        except OSError as exc:
+            _fail(f"cannot write {json_file}: {exc}")
+        out.print(f"json: {json_file}", highlight=False, soft_wrap=True)
 
 
 # ---- nodice run … -----------------------------------------------------------------
@@ -227,6 +311,7 @@ def run_status(
         status = {
             "task": session.config.task,
             "device": session.config.device,
+            "bi": session.config.bi,
             "evaluations": session.evaluations_done(),
             "evaluations_left": session.evaluations_left(),
             "versions": len(versions),
@@ -241,7 +326,8 @@ def run_status(
         print(json.dumps(status, indent=2))
         return
     best: dict[str, Any] | None = status["best"]  # type: ignore[assignment]
-    print(f"task {status['task']} on {status['device']}")
+    mode = "" if status["bi"] else " (vanilla: commits need correctness and speed only)"
+    print(f"task {status['task']} on {status['device']}{mode}")
     print(f"evaluations: {status['evaluations']}, left: {status['evaluations_left']}")
     if best:
         standing = standing_text(best["geomean"], best.get("unit"), best.get("ratio_best"))
@@ -301,4 +387,5 @@ def run_search(
 def register(app: typer.Typer) -> None:
     app.command()(evolve)
     app.command()(report)
+    app.command()(compare)
     app.add_typer(run_app, name="run")

@@ -153,6 +153,7 @@ class Engine:
                 "task": self.config.task,
                 "agent": self.config.agent,
                 "device": self.config.device,
+                "bi": self.config.bi,
                 "evaluations": self.session.evaluations_done(),
                 "budget": self.config.budget,
                 "commits": len(versions),

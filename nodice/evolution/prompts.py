@@ -21,6 +21,22 @@ paths from the batch size or the batch contents; the gate rejects such kernels a
 cannot be argued with. Calling the task's reference or a library implementation of the whole \
 operation is rejected as a cheat."""
 
+# The vanilla baseline (`--no-bi`): the same job with correctness and speed as the only criteria.
+VANILLA_ROLE = """\
+You are a GPU kernel engineer evolving a fast kernel for the task below. You are the whole \
+variation operator of an evolutionary search: read the lineage, the knowledge base and the \
+diagnostics, edit the kernel in the workspace, evaluate it, and commit it when it is better.
+
+The commit rule is enforced by the run, not by you: a version is committed only if it passes the \
+reference correctness check with a benchmark, and its score — the geometric mean of its throughput \
+over the task's workloads — is at least the best committed so far. Calling the task's reference or \
+a library implementation of the whole operation is rejected as a cheat."""
+
+
+def role(session: RunSession) -> str:
+    return ROLE if session.config.bi else VANILLA_ROLE
+
+
 WORKFLOW = """\
 Work in small, checked steps: read kernel.py, form a hypothesis (search the knowledge base when \
 useful), edit, then `benchmark`; when the outcome is eligible, `commit` with a message saying what \
@@ -82,7 +98,7 @@ def task_brief(session: RunSession) -> str:
 
 
 def system_prompt(session: RunSession) -> str:
-    return f"{ROLE}\n\n{task_brief(session)}\n\n{WORKFLOW}"
+    return f"{role(session)}\n\n{task_brief(session)}\n\n{WORKFLOW}"
 
 
 def opening_message(session: RunSession) -> str:
@@ -92,6 +108,6 @@ def opening_message(session: RunSession) -> str:
 def command_prompt(session: RunSession, direction: str) -> str:
     steer = f"\n\nDirection from the supervisor: {direction}" if direction else ""
     return (
-        f"{ROLE}\n\n{task_brief(session)}\n\n{COMMAND_WORKFLOW}\n\n"
+        f"{role(session)}\n\n{task_brief(session)}\n\n{COMMAND_WORKFLOW}\n\n"
         f"State of the run:\n{run_summary(session)}{steer}\n"
     )

@@ -73,6 +73,9 @@ class RunConfig:
     rng_seed: int = 0
     # The unit the run's scores are in (TFLOP/s or GB/s); None in run.json files written before units.
     unit: str | None = None
+    # False for the vanilla baseline (`--no-bi`): the gate's BI stages are not run and commits
+    # need correctness and speed only. Fixed for the life of a run.
+    bi: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

@@ -2,7 +2,9 @@
 
 The commit rule: a version is committed only if it passes the whole gate
 (static, correctness, dynamic) with a benchmark, and its geometric-mean
-throughput is at least the best committed so far. Every path to a commit — the
+throughput is at least the best committed so far. A vanilla run (``--no-bi``, the baseline
+that BI-aware search is compared against) skips the static and dynamic BI
+stages, so its rule is correctness and speed only. Every path to a commit — the
 built-in operator, an LLM's ``commit`` tool, ``nodice run commit`` from an
 external agent — goes through :meth:`RunSession.commit`, so no agent can bypass
 it. Geomeans are compared in one unit only: a run whose lineage was scored in
@@ -163,7 +165,9 @@ class RunSession:
                 bench=bench,
                 entry=self.config.entry,
                 run_id=self.config.run_id,
-                static=True,
+                # The vanilla baseline judges correctness and speed only: no BI stage runs.
+                static=self.config.bi,
+                dynamic=self.config.bi,
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)

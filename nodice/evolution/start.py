@@ -38,6 +38,8 @@ class EvolveOptions:
     base_url: str | None = None
     rng_seed: int | None = None
     stagnation_window: int | None = None
+    # False: the vanilla baseline search (no BI stages); None keeps the run's setting on resume.
+    bi: bool | None = None
 
 
 def check_task_name(task: str) -> None:
@@ -115,6 +117,11 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
                 f"{run.root} runs on {config.device}; scores on {opts.device} would not compare "
                 "(use a new run dir)"
             )
+        if opts.bi is not None and opts.bi != config.bi:
+            mode = "BI-aware" if config.bi else "vanilla (--no-bi)"
+            raise RunDirError(
+                f"{run.root} is a {mode} run; its commit rule cannot change (use a new run dir)"
+            )
         if opts.seed is not None:
             raise RunDirError(f"{run.root} already has a lineage; --seed only applies to a new run")
         for name in (
@@ -149,6 +156,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             stagnation_window=opts.stagnation_window or 6,
             unit=task_unit(opts.task),
             entry=entry_for(opts.task),
+            bi=opts.bi is not False,
         )
         run.create(config, seed_source(opts.task, opts.seed))
     lineage = Lineage(run.root)

@@ -282,6 +282,24 @@ def _score_note(data: RunData) -> str:
     )
 
 
+def _batch_invariance(data: RunData) -> str:
+    """The run's commit rule and how often batch invariance decided an evaluation."""
+    n = len(data.attempts)
+    rejected = sum(1 for a in data.attempts if a.verdict == "bi_violation")
+    if not data.config.bi:
+        return (
+            "<p>Vanilla run (<code>--no-bi</code>): the gate's BI stages were not run, so versions were "
+            "committed on correctness and speed alone and none of them is known to be batch-invariant. "
+            "<code>nodice compare BI_RUN THIS_RUN</code> judges the final kernels with the whole gate and "
+            "gives the BI pass rate, the speedup a BI-aware run retains and its intervention rate.</p>"
+        )
+    rate = f"{rejected / n * 100:.1f}%" if n else "—"
+    return (
+        f"<p>Every committed version passed the whole gate. Intervention rate: {rate} of the "
+        f"evaluations ({rejected} of {n}) were rejected for batch invariance.</p>"
+    )
+
+
 def render(data: RunData, images: dict[str, Path]) -> str:
     c = data.config
     stamp = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -290,10 +308,12 @@ def render(data: RunData, images: dict[str, Path]) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>nodice run: {_e(c.task)}</title><link rel="icon" href="data:,"><style>{_CSS}</style></head>
 <body>
-<h1>nodice evolve {_e(c.task)}</h1>
+<h1>nodice evolve {_e(c.task)}{"" if c.bi else " --no-bi"}</h1>
 <p class="sub">device {_e(c.device)} · agent {_e(c.agent)}{(" (" + _e(c.model) + ")") if c.model else ""} ·
 run {_e(c.run_id)} · written {stamp}</p>
 {_summary(data)}
+<h2>Batch invariance</h2>
+{_batch_invariance(data)}
 <h2>Running best against the baselines</h2>
 {_img(images["trajectory"], "running-best geomean over evaluations")}
 <h2>Per-workload scores</h2>

@@ -11,7 +11,9 @@ the journal, so it survives a resume:
   never proposed again, and a BI rejection of a batch-dependent rewrite makes
   every other batch-dependent rewrite much less attractive;
 - a proposal that passed but was slower loses weight and becomes material for
-  combinations;
+  combinations, and, when it was faster on the workloads of one range of batch
+  sizes and slower on the rest, for a batch-bucketed version of itself that
+  keeps the step for that range only (see :mod:`buckets`);
 - no source is ever evaluated twice.
 """
 
@@ -20,8 +22,10 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from nodice.evolution.agents.base import Agent, AgentContext, StepReport
+from nodice.evolution.agents.buckets import bucket_mutation, bucket_of
 from nodice.evolution.agents.mutations import ParamMutation, param_mutations
 from nodice.evolution.agents.rewrites import CATALOG as REWRITES
 from nodice.evolution.journal import Attempt
@@ -29,6 +33,8 @@ from nodice.evolution.rundir import KERNEL_FILE
 from nodice.evolution.session import GATE_REJECTIONS, files_digest
 
 _PARAM_PRIOR = 0.5
+# A bucketed step is backed by a measurement (it won on its bucket's workloads): ahead of blind steps.
+_BUCKET_PRIOR = 0.7
 _REWRITES_BY_KEY = {r.key: r for r in REWRITES}
 
 
@@ -49,6 +55,9 @@ def tags_of(key: str) -> frozenset[str]:
     """Tags of a proposal key, as recorded in the journal (used to rebuild memory)."""
     if key.startswith("combo:"):
         return frozenset({"combine"})
+    if key.startswith("bucket:"):
+        step = tags_of("param:" + key.removeprefix("bucket:").split("@")[0])
+        return step | {"bucket", "batch_dependent"}
     if key in _REWRITES_BY_KEY:
         r = _REWRITES_BY_KEY[key]
         return frozenset({"rewrite", *(("batch_dependent",) if r.batch_dependent else ())})
@@ -70,6 +79,7 @@ class Memory:
         self.slower: Counter[str] = Counter()
         self.tag_penalty: Counter[str] = Counter()
         self.near_misses: list[str] = []
+        self.near_miss_scores: dict[str, list[dict[str, Any]]] = {}
         self.seen_sources: set[str] = set()
         self.recent_tags: list[frozenset[str]] = []
 
@@ -85,6 +95,8 @@ class Memory:
             self.slower[key] += 1
             if key.startswith("param:") and key not in self.near_misses:
                 self.near_misses.append(key)
+            if key.startswith("param:"):
+                self.near_miss_scores[key] = attempt.scores
 
     def weight(self, p: Proposal) -> float:
         if p.key in self.banned:
@@ -128,7 +140,9 @@ class BuiltinAgent(Agent):
                 self.memory.record(a.label, a)
 
     # ---- proposals --------------------------------------------------------------
-    def proposals(self, source: str, task: str) -> list[Proposal]:
+    def proposals(
+        self, source: str, task: str, best_scores: list[dict[str, Any]] | None = None
+    ) -> list[Proposal]:
         out: list[Proposal] = []
         for r in REWRITES:
             new = r.apply(source, task)
@@ -139,6 +153,22 @@ class BuiltinAgent(Agent):
         for m in singles:
             out.append(Proposal(m.key, m.description, m.source, _PARAM_PRIOR, _param_tags(m)))
         out.extend(self._combinations(source, singles))
+        out.extend(self._bucketed(source, singles, best_scores or []))
+        return out
+
+    def _bucketed(
+        self, source: str, singles: list[ParamMutation], best_scores: list[dict[str, Any]]
+    ) -> list[Proposal]:
+        """Near misses that won on one range of batch sizes, applied to that range only."""
+        by_key = {m.key: m for m in singles}
+        out: list[Proposal] = []
+        for key in self.memory.near_misses:
+            step, scores = by_key.get(key), self.memory.near_miss_scores.get(key)
+            bucket = bucket_of(scores, best_scores) if step and scores and best_scores else None
+            mutation = bucket_mutation(source, step, bucket) if step and bucket else None
+            if mutation is not None:
+                tags = tags_of(mutation.key)
+                out.append(Proposal(mutation.key, mutation.description, mutation.source, _BUCKET_PRIOR, tags))
         return out
 
     def _combinations(self, source: str, singles: list[ParamMutation]) -> list[Proposal]:
@@ -177,7 +207,9 @@ class BuiltinAgent(Agent):
         session = ctx.session
         files = session.best_files()
         source = files.get(KERNEL_FILE, "")
-        proposal = self.choose(self.proposals(source, ctx.config.task), files, session.evaluations_done())
+        best = session.best()
+        proposals = self.proposals(source, ctx.config.task, best.scores if best else None)
+        proposal = self.choose(proposals, files, session.evaluations_done())
         if proposal is None:
             return StepReport(0, "no untried proposal left", exhausted=True)
         candidate = {**files, KERNEL_FILE: proposal.source}

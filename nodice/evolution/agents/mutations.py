@@ -137,7 +137,8 @@ def neighbours(site: ParamSite) -> list[int]:
     return [v for v in candidates if lo <= v <= hi and v != site.value]
 
 
-def replace_literal(source: str, site: ParamSite, value: int) -> str:
+def replace_literal(source: str, site: ParamSite, value: int | str) -> str:
+    """``source`` with the site's literal replaced by ``value`` (a number or an expression's text)."""
     lines = source.splitlines(keepends=True)
     line = lines[site.line - 1]
     # ast offsets are in UTF-8 bytes; host lines with literals are ASCII in practice, but be exact.

@@ -57,11 +57,11 @@ def _single_pass(source: str, task: str) -> str | None:
 
 
 # ---- batch-adaptive dispatch (rejected by the gate) -------------------------------
-def _host_kernel(tree: ast.Module) -> ast.FunctionDef | None:
+def host_kernel(tree: ast.Module) -> ast.FunctionDef | None:
     return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "kernel"), None)
 
 
-def _batch_name(fn: ast.FunctionDef) -> str | None:
+def batch_name(fn: ast.FunctionDef) -> str | None:
     """The host variable holding the batch size: ``batch, hidden = x.shape`` or ``x.shape[0]``."""
     first_arg = fn.args.args[0].arg if fn.args.args else None
     for node in ast.walk(fn):
@@ -76,16 +76,23 @@ def _batch_name(fn: ast.FunctionDef) -> str | None:
     return None
 
 
-def _batch_adaptive_tile(source: str, task: str) -> str | None:
-    """Small batches get a narrow reduction tile "to put more programs in flight"."""
+def host_batch(source: str) -> tuple[ast.FunctionDef, str] | None:
+    """The host ``kernel`` function of ``source`` and its batch-size variable, when both are found."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    fn = _host_kernel(tree)
-    batch = _batch_name(fn) if fn else None
-    if fn is None or batch is None:
+    fn = host_kernel(tree)
+    batch = batch_name(fn) if fn else None
+    return (fn, batch) if fn is not None and batch is not None else None
+
+
+def _batch_adaptive_tile(source: str, task: str) -> str | None:
+    """Small batches get a narrow reduction tile "to put more programs in flight"."""
+    found = host_batch(source)
+    if found is None:
         return None
+    fn, batch = found
     for node in ast.walk(fn):
         if (
             isinstance(node, ast.Assign)
@@ -106,14 +113,10 @@ def _batch_adaptive_tile(source: str, task: str) -> str | None:
 def _small_batch_eager_path(source: str, task: str) -> str | None:
     """Decode-sized batches skip the launch and run eager PyTorch (latency first)."""
     eager = _EAGER_PATHS.get(task)
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    found = host_batch(source)
+    if eager is None or found is None or "eager path" in source:
         return None
-    fn = _host_kernel(tree)
-    batch = _batch_name(fn) if fn else None
-    if eager is None or fn is None or batch is None or "eager path" in source:
-        return None
+    fn, batch = found
     anchor = next(n for n in ast.walk(fn) if isinstance(n, ast.Assign) and batch in ast.unparse(n.targets[0]))
     lines = source.splitlines(keepends=True)
     line = lines[anchor.lineno - 1]
