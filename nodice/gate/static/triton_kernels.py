@@ -267,7 +267,8 @@ class _KernelWalker(KernelExprs):
             flags = frozenset(lab for lab in params if lab in self.info.constexprs)
             for name, value in list(self.env.items()) if flags else []:
                 if name in before and value is not before[name]:
-                    self.env[name] = KV(value.deps | flags, value.shape, value.dtype, value.data, value.reduced)
+                    deps = value.deps | flags
+                    self.env[name] = KV(deps, value.shape, value.dtype, value.data, value.reduced)
         elif isinstance(s, ast.Return) and s.value is not None:
             v = self.expr(s.value)
             if self.control:
