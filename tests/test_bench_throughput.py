@@ -211,3 +211,37 @@ def test_cuda_timer_flushes_and_settles() -> None:
     x = torch.randn(4096, 4096, device="cuda")
     t = time_cuda(lambda a: a * 2, (x,))
     assert CUDA_POLICY.min_reps <= t.reps <= CUDA_POLICY.max_reps and t.ms > 0
+
+
+def test_the_cuda_head_start_covers_the_hosts_enqueue_time() -> None:
+    from nodice.bench.timing import (
+        HEAD_START_CLOCK_HZ,
+        MAX_HEAD_START_CYCLES,
+        MIN_HEAD_START_CYCLES,
+        head_start_cycles,
+    )
+
+    # A fast launcher keeps the minimum; a slow one gets a sleep covering its chunk twice over.
+    assert head_start_cycles(2e-6, 10) == MIN_HEAD_START_CYCLES
+    slow = head_start_cycles(60e-6, 10)
+    assert slow / HEAD_START_CLOCK_HZ >= 2 * 10 * 60e-6 * 0.999
+    # A call that waits for the GPU itself (seconds of host time) is capped at about 10 ms.
+    assert head_start_cycles(2.0, 10) == MAX_HEAD_START_CYCLES
+    assert MAX_HEAD_START_CYCLES / HEAD_START_CLOCK_HZ <= 0.011
+
+
+@pytest.mark.gpu
+def test_cuda_timer_times_the_gpu_not_the_launcher() -> None:
+    import time as _time
+
+    from nodice.bench.timing import time_cuda
+
+    x = torch.randn(1024, device="cuda")
+
+    def slow_launch(a: torch.Tensor) -> torch.Tensor:
+        _time.sleep(200e-6)  # host work before a tiny kernel: the GPU must not idle on the clock
+        return a * 2
+
+    fast = time_cuda(lambda a: a * 2, (x,))
+    slow = time_cuda(slow_launch, (x,))
+    assert slow.ms < fast.ms + 0.05, (slow.ms, fast.ms)

@@ -3,8 +3,11 @@
 CUDA: CUDA events around each call, a 256 MB write between repetitions so no
 call finds its inputs in L2, warm-up first, and repetitions added in chunks
 until the median stops moving (cheap kernels settle in a few dozen, so the
-benchmark stays short). CPU (Triton's interpreter): ``perf_counter`` and the
-same median rule with fewer, longer calls.
+benchmark stays short). Each chunk is queued behind a GPU sleep long enough for
+the host to enqueue the whole chunk first (``head_start_cycles``, from the
+host's measured time per call), so the events time the GPU, not the launcher.
+CPU (Triton's interpreter): ``perf_counter`` and the same median rule with
+fewer, longer calls.
 """
 
 from __future__ import annotations
@@ -66,19 +69,49 @@ def _settled(times: list[float], policy: TimingPolicy, started: float) -> bool:
     return abs(now - before) <= policy.settle * now
 
 
+# GPU clock cycles ``torch.cuda._sleep`` spins before each chunk, at least; and the clock assumed
+# when converting the host's enqueue time into cycles (an H200 boosts to 1.98 GHz; a slower clock
+# only makes the head start longer).
+MIN_HEAD_START_CYCLES = 200_000
+HEAD_START_CLOCK_HZ = 2.0e9
+# The head start covers this multiple of the host's time to enqueue one chunk, up to about 10 ms
+# (a call that waits for the GPU itself gains nothing from a longer one).
+HEAD_START_MARGIN = 2.0
+MAX_HEAD_START_CYCLES = 20_000_000
+
+
+def head_start_cycles(host_s_per_call: float, chunk: int) -> int:
+    """GPU cycles to queue before a chunk so the host enqueues all its calls before the GPU reaches them.
+
+    Without it, a kernel whose launch costs the host more than the kernel costs the GPU is timed
+    by the host: the GPU idles between the events, and the measured time follows the host's speed
+    (another process on the machine, a slower Python launcher) rather than the kernel's.
+    """
+    cycles = host_s_per_call * chunk * HEAD_START_MARGIN * HEAD_START_CLOCK_HZ
+    return max(MIN_HEAD_START_CYCLES, min(int(cycles), MAX_HEAD_START_CYCLES))
+
+
 def time_cuda(fn: Callable[..., Any], args: tuple[Any, ...], policy: TimingPolicy = CUDA_POLICY) -> Timing:
     flush = _flush()
     progress.step()
     out = fn(*args)  # warm-up (compilation happened in the gate)
     torch.cuda.synchronize()
+    # The host's cost of one call, enqueued behind a long GPU sleep so that nothing waits on the GPU.
+    torch.cuda._sleep(MIN_HEAD_START_CYCLES * 50)
+    t0 = time.perf_counter()
+    flush.zero_()
+    out = fn(*args)
+    host_s = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    sleep_cycles = head_start_cycles(host_s, policy.chunk)
     times: list[float] = []
     started = time.perf_counter()
     while True:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(policy.chunk)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(policy.chunk)]
         progress.step()  # per chunk, not per call: the host must stay ahead of the device
-        # Queue a little GPU work first so the host runs ahead and launch latency stays off the clock.
-        torch.cuda._sleep(200_000)
+        # Queue GPU work first so the host runs ahead and launch latency stays off the clock.
+        torch.cuda._sleep(sleep_cycles)
         for s, e in zip(starts, ends, strict=True):
             flush.zero_()
             s.record()
