@@ -74,8 +74,8 @@ def test_the_gate_passes_the_bundled_kernels_and_their_ops_are_routed(gated: Bat
     assert report.device == "cpu"
     assert set(report.routed) == {f"aten::{op}" for op in (*GATED_OPS, "linear")}
     assert {v.task: (v.verdict, v.source, v.dtypes) for v in report.verdicts} == {
-        "gemm": ("pass", "gate", ("float32",)),
-        "rmsnorm": ("pass", "gate", ("float32",)),
+        "gemm": ("pass", "gate", ("float32", "float16")),
+        "rmsnorm": ("pass", "gate", ("float32", "float16")),
     }
     assert report.status("mm").kernel == str(bundled_kernel("gemm"))
     assert report.status("linear").routed and "aten::addmm" in report.status("linear").reason
@@ -309,7 +309,7 @@ def test_verdicts_persist_with_the_versions_in_their_key(
     assert (
         "|cpu|" in gemm and "nodice=" in gemm and f"torch={torch.__version__}" in gemm and "triton=" in gemm
     )
-    assert entries[gemm]["verdict"] == "pass" and entries[gemm]["dtypes"] == ["float32"]
+    assert entries[gemm]["verdict"] == "pass" and entries[gemm]["dtypes"] == ["float32", "float16"]
     forget_verdicts()
     t0 = time.perf_counter()
     verdict = gate_verdict("gemm", bundled_kernel("gemm"), torch.device("cpu"), verdict_file)
