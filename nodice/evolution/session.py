@@ -17,6 +17,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,8 @@ from nodice.evolution.scores import (
 )
 
 if TYPE_CHECKING:
-    from nodice.evaluation import Evaluator
+    from nodice.evaluation import Evaluation, Evaluator
+    from nodice.evaluation.executor import ExecutorConfig
 
 # Rejections that stop a candidate whatever its speed.
 GATE_REJECTIONS = ("bi_violation", "incorrect", "cheat", "error")
@@ -54,6 +56,18 @@ class CommitResult:
     version: VersionRecord | None = None
 
 
+@dataclass
+class Candidate:
+    """A snapshot to judge and who made it; ``commit_if_eligible`` commits it when the rule allows."""
+
+    files: dict[str, str]
+    agent: str
+    label: str = ""
+    description: str = ""
+    bench: bool = True
+    commit_if_eligible: bool = False
+
+
 def files_digest(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -61,8 +75,15 @@ def files_digest(files: dict[str, str]) -> str:
 class RunSession:
     """Evaluation and commits for one run directory; shared by the engine and ``nodice run``."""
 
-    def __init__(self, run: RunDir, config: RunConfig, evaluator: Evaluator | None = None):
+    def __init__(
+        self,
+        run: RunDir,
+        config: RunConfig,
+        evaluator: Evaluator | None = None,
+        executor: ExecutorConfig | None = None,
+    ):
         self.run = run
+        self.executor = executor
         self.config = config
         self.journal = Journal(run.store_path)
         self.lineage = Lineage(run.root)
@@ -86,9 +107,19 @@ class RunSession:
             from nodice.evaluation import Evaluator
 
             self._evaluator = Evaluator(
-                device=self.config.device, isolation="persistent", store=str(self.run.store_path)
+                device=self.config.device,
+                isolation="persistent",
+                store=str(self.run.store_path),
+                executor=self.executor,
             )
         return self._evaluator
+
+    @property
+    def workers(self) -> int:
+        """Evaluations this session can have in flight at once (what the executor could get)."""
+        if self._evaluator is None and (self.executor is None or self.executor.workers == 1):
+            return 1
+        return int(getattr(self.evaluator, "workers", 1))
 
     def close(self) -> None:
         if self._evaluator is not None and self._owns_evaluator:
@@ -145,45 +176,75 @@ class RunSession:
         commit_if_eligible: bool = False,
     ) -> Attempt:
         """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed."""
+        files = self.run.workspace_files() if files is None else files
+        return self.evaluate_batch([Candidate(files, agent, label, description, bench, commit_if_eligible)])[
+            0
+        ]
+
+    def evaluate_batch(self, candidates: list[Candidate]) -> list[Attempt]:
+        """Judge the candidates side by side (up to the evaluator's workers), in the order given.
+
+        Each is recorded (and committed, if asked and allowed) as soon as its evaluation is over,
+        one at a time, so the commit rule sees every earlier commit. Only as many as the budget
+        has left are judged; none left raises :class:`BudgetExhausted`.
+        """
         left = self.evaluations_left()
         if left is not None and left <= 0:
             raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
-        files = self.run.workspace_files() if files is None else files
-        if KERNEL_FILE not in files:
-            raise NodiceError(f"the workspace has no {KERNEL_FILE}")
+        candidates = candidates if left is None else candidates[:left]
+        for c in candidates:
+            if KERNEL_FILE not in c.files:
+                raise NodiceError(f"the workspace has no {KERNEL_FILE}")
         self.check_comparable()
         if self.on_evaluation_start is not None:
-            self.on_evaluation_start(label or "edit")
-        snapshot = self.run.snapshot(files)
+            many = f"{len(candidates)} candidates side by side"
+            self.on_evaluation_start(many if len(candidates) > 1 else (candidates[0].label or "edit"))
+        if len(candidates) == 1:
+            return [self._record(candidates[0], *self._judge(candidates[0]))]
+        attempts: dict[int, Attempt] = {}
+        with ThreadPoolExecutor(max_workers=len(candidates)) as pool:
+            futures = {pool.submit(self._judge, c): i for i, c in enumerate(candidates)}
+            for future in as_completed(futures):
+                i = futures[future]
+                attempts[i] = self._record(candidates[i], *future.result())
+        return [attempts[i] for i in range(len(candidates))]
+
+    def _judge(self, c: Candidate) -> tuple[Evaluation, float]:
+        """Evaluate a private snapshot of the candidate's files (from any thread); with its seconds."""
+        snapshot = self.run.snapshot(c.files)
         t0 = time.perf_counter()
         try:
             ev = self.evaluator.evaluate(
                 str(snapshot / KERNEL_FILE),
                 self.config.task,
-                bench=bench,
+                bench=c.bench,
                 entry=self.config.entry,
                 run_id=self.config.run_id,
                 static=True,
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
-        elapsed = time.perf_counter() - t0
+        return ev, time.perf_counter() - t0
+
+    def _record(self, c: Candidate, ev: Evaluation, elapsed: float) -> Attempt:
+        """Journal the attempt against the best committed now; commit it when asked and allowed."""
+        bench = c.bench
         scores = score_dicts(list(ev.scores))
         geomean = float(ev.geomean) if ev.verdict == "pass" and bench else 0.0
         best_version = self.best()
         best = best_version.geomean if best_version else 0.0
         outcome = self._outcome(ev.verdict, bench, geomean, best)
-        if outcome == "eligible" and commit_if_eligible:
+        if outcome == "eligible" and c.commit_if_eligible:
             outcome = "committing"  # reconciled into a commit if the process dies before git has it
         check = ev.check
         attempt = Attempt(
             id=0,
             created=time.time(),
-            agent=agent,
-            label=label or "edit",
-            description=description,
-            files_sha=files_digest(files),
-            files=files,
+            agent=c.agent,
+            label=c.label or "edit",
+            description=c.description,
+            files_sha=files_digest(c.files),
+            files=c.files,
             bench=bench,
             verdict=ev.verdict,
             reason=check.reason or (check.error or ""),

@@ -26,7 +26,7 @@ from nodice.evolution.agents.mutations import ParamMutation, param_mutations
 from nodice.evolution.agents.rewrites import CATALOG as REWRITES
 from nodice.evolution.journal import Attempt
 from nodice.evolution.rundir import KERNEL_FILE
-from nodice.evolution.session import GATE_REJECTIONS, files_digest
+from nodice.evolution.session import GATE_REJECTIONS, Candidate, files_digest
 
 _PARAM_PRIOR = 0.5
 _REWRITES_BY_KEY = {r.key: r for r in REWRITES}
@@ -157,12 +157,19 @@ class BuiltinAgent(Agent):
                 out.append(Proposal(key, desc, second[0].source, _PARAM_PRIOR, frozenset({"combine"})))
         return out
 
-    def choose(self, proposals: list[Proposal], files: dict[str, str], attempt_no: int) -> Proposal | None:
+    def choose(
+        self,
+        proposals: list[Proposal],
+        files: dict[str, str],
+        attempt_no: int,
+        exclude: frozenset[str] = frozenset(),
+    ) -> Proposal | None:
         rng = random.Random(self.rng_seed * 1_000_003 + attempt_no)
         focus = self.direction.focus if self.direction else ()
         best: tuple[float, Proposal] | None = None
         for p in proposals:
-            if files_digest({**files, KERNEL_FILE: p.source}) in self.memory.seen_sources:
+            digest = files_digest({**files, KERNEL_FILE: p.source})
+            if digest in self.memory.seen_sources or digest in exclude:
                 continue
             w = p.prior * self.memory.weight(p) * _focus_factor(p, focus, self.memory.recent_tags)
             if w <= 0:
@@ -172,9 +179,27 @@ class BuiltinAgent(Agent):
                 best = (score, p)
         return best[1] if best else None
 
+    def choose_many(
+        self, proposals: list[Proposal], files: dict[str, str], attempt_no: int, n: int
+    ) -> list[Proposal]:
+        """Up to ``n`` distinct proposals, heaviest first, each drawn as :meth:`choose` would draw it."""
+        chosen: list[Proposal] = []
+        taken: set[str] = set()
+        for k in range(n):
+            p = self.choose(proposals, files, attempt_no + k, frozenset(taken))
+            if p is None:
+                break
+            chosen.append(p)
+            taken.add(files_digest({**files, KERNEL_FILE: p.source}))
+        return chosen
+
     # ---- step ---------------------------------------------------------------------
     def step(self, ctx: AgentContext) -> StepReport:
         session = ctx.session
+        left = session.evaluations_left()
+        width = session.workers if left is None else max(1, min(session.workers, left))
+        if width > 1:
+            return self._step_side_by_side(ctx, width)
         files = session.best_files()
         source = files.get(KERNEL_FILE, "")
         proposal = self.choose(self.proposals(source, ctx.config.task), files, session.evaluations_done())
@@ -193,3 +218,25 @@ class BuiltinAgent(Agent):
         if attempt.outcome != "committed":
             session.run.write_workspace(session.best_files())
         return StepReport(1, f"{proposal.key}: {attempt.outcome}")
+
+    def _step_side_by_side(self, ctx: AgentContext, width: int) -> StepReport:
+        """``width`` proposals on the best version, evaluated at once; each commits through the one rule."""
+        session = ctx.session
+        files = session.best_files()
+        source = files.get(KERNEL_FILE, "")
+        chosen = self.choose_many(
+            self.proposals(source, ctx.config.task), files, session.evaluations_done(), width
+        )
+        if not chosen:
+            return StepReport(0, "no untried proposal left", exhausted=True)
+        attempts = session.evaluate_batch(
+            [
+                Candidate({**files, KERNEL_FILE: p.source}, self.name, p.key, p.description, True, True)
+                for p in chosen
+            ]
+        )
+        for p, attempt in zip(chosen, attempts, strict=False):
+            self.memory.record(p.key, attempt)
+        session.run.write_workspace(session.best_files())
+        notes = ", ".join(f"{p.key}: {a.outcome}" for p, a in zip(chosen, attempts, strict=False))
+        return StepReport(len(attempts), notes)
