@@ -10,7 +10,7 @@ import pytest
 
 from nodice.evaluation.executor import ExecutorConfig, ExecutorError, LocalExecutor
 from nodice.evaluation.limits import Limits
-from nodice.evaluation.ray_executor import _unpack, bundle_job
+from nodice.evaluation.ray_executor import bundle_job, unpack_job
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from tests.conftest import run_cli
@@ -87,7 +87,7 @@ def test_a_job_travels_with_its_folder_and_contracts(tmp_path: Path) -> None:
     assert sorted(bundle["folder"]) == ["helper.py", "kernel.py", "sub/table.json"]
 
     node = tmp_path / "node"
-    job, original = _unpack(bundle, node)
+    job, original = unpack_job(bundle, node)
     assert original == str(folder)
     assert Path(job["path"]) == node / "candidate" / "kernel.py"
     assert (node / "candidate" / "sub" / "table.json").read_text() == "[1]"

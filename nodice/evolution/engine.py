@@ -215,6 +215,8 @@ class Engine:
                     self.progress.note(f"reconciled: {note}")
                 self._replay()
                 self._loop()
+                self.session.drain()  # evaluations still in flight when the loop stopped
+                self.observe()
                 self.save_state("finished" if not self._stop_requested else "stopped")
         finally:
             for sig, handler in previous.items():

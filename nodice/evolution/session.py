@@ -17,7 +17,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -84,6 +84,8 @@ class RunSession:
     ):
         self.run = run
         self.executor = executor
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: dict[Future[tuple[Evaluation, float, float]], Candidate] = {}
         self.config = config
         self.journal = Journal(run.store_path)
         self.lineage = Lineage(run.root)
@@ -122,6 +124,11 @@ class RunSession:
         return int(getattr(self.evaluator, "workers", 1))
 
     def close(self) -> None:
+        if self._pool is not None:
+            # Unrecorded evaluations (an abort) are lost like an evaluation in progress at a kill.
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+            self._pending.clear()
         if self._evaluator is not None and self._owns_evaluator:
             self._evaluator.close()
         self._evaluator = None
@@ -177,40 +184,65 @@ class RunSession:
     ) -> Attempt:
         """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed."""
         files = self.run.workspace_files() if files is None else files
-        return self.evaluate_batch([Candidate(files, agent, label, description, bench, commit_if_eligible)])[
-            0
-        ]
+        c = Candidate(files, agent, label, description, bench, commit_if_eligible)
+        self._admit(c)
+        ev, elapsed, _ = self._judge(c)
+        return self._record(c, ev, elapsed)
 
-    def evaluate_batch(self, candidates: list[Candidate]) -> list[Attempt]:
-        """Judge the candidates side by side (up to the evaluator's workers), in the order given.
-
-        Each is recorded (and committed, if asked and allowed) as soon as its evaluation is over,
-        one at a time, so the commit rule sees every earlier commit. Only as many as the budget
-        has left are judged; none left raises :class:`BudgetExhausted`.
-        """
+    def _admit(self, c: Candidate) -> None:
+        """Refuse a candidate the budget (counting evaluations in flight) or the run cannot take."""
         left = self.evaluations_left()
-        if left is not None and left <= 0:
+        if left is not None and left - len(self._pending) <= 0:
             raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
-        candidates = candidates if left is None else candidates[:left]
-        for c in candidates:
-            if KERNEL_FILE not in c.files:
-                raise NodiceError(f"the workspace has no {KERNEL_FILE}")
+        if KERNEL_FILE not in c.files:
+            raise NodiceError(f"the workspace has no {KERNEL_FILE}")
         self.check_comparable()
         if self.on_evaluation_start is not None:
-            many = f"{len(candidates)} candidates side by side"
-            self.on_evaluation_start(many if len(candidates) > 1 else (candidates[0].label or "edit"))
-        if len(candidates) == 1:
-            return [self._record(candidates[0], *self._judge(candidates[0]))]
-        attempts: dict[int, Attempt] = {}
-        with ThreadPoolExecutor(max_workers=len(candidates)) as pool:
-            futures = {pool.submit(self._judge, c): i for i, c in enumerate(candidates)}
-            for future in as_completed(futures):
-                i = futures[future]
-                attempts[i] = self._record(candidates[i], *future.result())
-        return [attempts[i] for i in range(len(candidates))]
+            self.on_evaluation_start(c.label or "edit")
 
-    def _judge(self, c: Candidate) -> tuple[Evaluation, float]:
-        """Evaluate a private snapshot of the candidate's files (from any thread); with its seconds."""
+    # ---- evaluations in flight (several workers) -------------------------------------------
+    @property
+    def in_flight(self) -> list[Candidate]:
+        """Candidates started and not yet recorded."""
+        return list(self._pending.values())
+
+    def start(self, c: Candidate) -> None:
+        """Start judging ``c`` on a free worker (it waits for one when all are busy); returns at once.
+
+        :meth:`finish_next` records it. The budget counts it from now on.
+        """
+        self._admit(c)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="nodice-eval")
+        self._pending[self._pool.submit(self._judge, c)] = c
+
+    def finish_next(self) -> list[Attempt]:
+        """Wait until at least one started evaluation is over; record (and commit) each that is, in turn.
+
+        Recording is serialised here, in the caller's thread, so the commit rule sees every earlier commit.
+        """
+        if not self._pending:
+            return []
+        done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
+        attempts = []
+        for future in sorted(done, key=lambda f: f.result()[2]):
+            c = self._pending.pop(future)
+            ev, elapsed, _ = future.result()
+            attempts.append(self._record(c, ev, elapsed))
+        return attempts
+
+    def drain(self) -> list[Attempt]:
+        """Record every evaluation still in flight (at the end of a run, or before a stop)."""
+        attempts: list[Attempt] = []
+        while self._pending:
+            attempts += self.finish_next()
+        return attempts
+
+    def _judge(self, c: Candidate) -> tuple[Evaluation, float, float]:
+        """Evaluate a private snapshot of the candidate's files (from any thread).
+
+        Returns the evaluation, its seconds, and when it ended (for recording in order of completion).
+        """
         snapshot = self.run.snapshot(c.files)
         t0 = time.perf_counter()
         try:
@@ -224,7 +256,8 @@ class RunSession:
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
-        return ev, time.perf_counter() - t0
+        end = time.perf_counter()
+        return ev, end - t0, end
 
     def _record(self, c: Candidate, ev: Evaluation, elapsed: float) -> Attempt:
         """Journal the attempt against the best committed now; commit it when asked and allowed."""

@@ -180,11 +180,16 @@ class BuiltinAgent(Agent):
         return best[1] if best else None
 
     def choose_many(
-        self, proposals: list[Proposal], files: dict[str, str], attempt_no: int, n: int
+        self,
+        proposals: list[Proposal],
+        files: dict[str, str],
+        attempt_no: int,
+        n: int,
+        exclude: frozenset[str] = frozenset(),
     ) -> list[Proposal]:
         """Up to ``n`` distinct proposals, heaviest first, each drawn as :meth:`choose` would draw it."""
         chosen: list[Proposal] = []
-        taken: set[str] = set()
+        taken: set[str] = set(exclude)
         for k in range(n):
             p = self.choose(proposals, files, attempt_no + k, frozenset(taken))
             if p is None:
@@ -196,10 +201,8 @@ class BuiltinAgent(Agent):
     # ---- step ---------------------------------------------------------------------
     def step(self, ctx: AgentContext) -> StepReport:
         session = ctx.session
-        left = session.evaluations_left()
-        width = session.workers if left is None else max(1, min(session.workers, left))
-        if width > 1:
-            return self._step_side_by_side(ctx, width)
+        if session.workers > 1:
+            return self._step_in_flight(ctx, session.workers)
         files = session.best_files()
         source = files.get(KERNEL_FILE, "")
         proposal = self.choose(self.proposals(source, ctx.config.task), files, session.evaluations_done())
@@ -219,24 +222,32 @@ class BuiltinAgent(Agent):
             session.run.write_workspace(session.best_files())
         return StepReport(1, f"{proposal.key}: {attempt.outcome}")
 
-    def _step_side_by_side(self, ctx: AgentContext, width: int) -> StepReport:
-        """``width`` proposals on the best version, evaluated at once; each commits through the one rule."""
+    def _step_in_flight(self, ctx: AgentContext, width: int) -> StepReport:
+        """Keep ``width`` proposals in flight; record those that finish (each through the one commit rule).
+
+        New proposals are drawn on the best version committed so far, never a source already in flight.
+        """
         session = ctx.session
-        files = session.best_files()
-        source = files.get(KERNEL_FILE, "")
-        chosen = self.choose_many(
-            self.proposals(source, ctx.config.task), files, session.evaluations_done(), width
-        )
-        if not chosen:
+        flying = session.in_flight
+        left = session.evaluations_left()
+        room = width - len(flying) if left is None else min(width, left) - len(flying)
+        started = 0
+        if room > 0 and not ctx.must_stop():
+            files = session.best_files()
+            source = files.get(KERNEL_FILE, "")
+            exclude = frozenset(files_digest(c.files) for c in flying)
+            attempt_no = session.evaluations_done() + len(flying)
+            for p in self.choose_many(
+                self.proposals(source, ctx.config.task), files, attempt_no, room, exclude
+            ):
+                session.start(
+                    Candidate({**files, KERNEL_FILE: p.source}, self.name, p.key, p.description, True, True)
+                )
+                started += 1
+        if not started and not flying:
             return StepReport(0, "no untried proposal left", exhausted=True)
-        attempts = session.evaluate_batch(
-            [
-                Candidate({**files, KERNEL_FILE: p.source}, self.name, p.key, p.description, True, True)
-                for p in chosen
-            ]
-        )
-        for p, attempt in zip(chosen, attempts, strict=False):
-            self.memory.record(p.key, attempt)
+        attempts = session.finish_next()
+        for attempt in attempts:
+            self.memory.record(attempt.label, attempt)
         session.run.write_workspace(session.best_files())
-        notes = ", ".join(f"{p.key}: {a.outcome}" for p, a in zip(chosen, attempts, strict=False))
-        return StepReport(len(attempts), notes)
+        return StepReport(len(attempts), ", ".join(f"{a.label}: {a.outcome}" for a in attempts))
