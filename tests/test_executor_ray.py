@@ -28,7 +28,7 @@ from nodice.evaluation import Evaluator
 from nodice.evaluation.executor import ExecutorConfig
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, run_cli
 
 ray = pytest.importorskip("ray")  # the --dev install has it: CI runs these
 
@@ -220,3 +220,30 @@ def test_a_worker_killed_mid_evaluation_costs_one_retry_never_the_run(cluster: s
     with sqlite3.connect(store) as db:
         verdicts = [r[0] for r in db.execute("SELECT verdict FROM evaluations ORDER BY id")]
     assert verdicts == ["pass", "error", "pass"]
+
+
+def test_detector_benchmark_spreads_its_candidates_over_the_cluster(cluster: str, tmp_path: Path) -> None:
+    from nodice.bench.detector.pool import OracleLabel, Pool, PoolEntry, load_manifest, source_digest
+    from tests.test_detector_bench import _write_tiny_pool
+
+    _write_tiny_pool(tmp_path)
+    # Two candidates, labeled as the oracle labels them on CPU (test_detector_bench checks that): the
+    # verdicts below come from the real gate on the cluster.
+    keep = {"rmsnorm/row_loop": "invariant", "rmsnorm/parts_from_batch": "violating"}
+    entries = []
+    for spec in load_manifest(tmp_path):
+        if spec.key in keep:
+            digest = source_digest(tmp_path / "pool" / f"{spec.key}.py")
+            labels = {"cpu": OracleLabel(keep[spec.key], "test", source_sha256=digest)}  # type: ignore[arg-type]
+            entries.append(PoolEntry(spec, "norm", labels))
+    Pool(tmp_path, entries).save()
+
+    out = tmp_path / "detector.json"
+    args = ["--device", "cpu", "--pool", str(tmp_path), "--no-warmup", "--json", str(out)]
+    proc = run_cli("bench", "detector", *args, "--executor", "ray", "--ray-address", cluster, "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["candidates_labeled"] == 2
+    verdicts = {r["key"]: r["modes"]["full"]["verdict"] for r in report["runs"]}
+    assert verdicts == {"rmsnorm/row_loop": "pass", "rmsnorm/parts_from_batch": "bi_violation"}
+    assert all(r["modes"][m]["verdict"] != "error" for r in report["runs"] for m in r["modes"])
