@@ -92,3 +92,18 @@ def test_a_job_travels_with_its_folder_and_contracts(tmp_path: Path) -> None:
     assert Path(job["path"]) == node / "candidate" / "kernel.py"
     assert (node / "candidate" / "sub" / "table.json").read_text() == "[1]"
     assert [Path(c).read_text() for c in job["contracts"]] == ["# contract\n"]
+
+
+def test_evaluate_many_runs_side_by_side_into_one_store(tmp_path: Path) -> None:
+    from nodice.evaluation import Evaluator
+    from tests.conftest import EXAMPLES
+
+    store = tmp_path / "evals.sqlite"
+    paths: list[str | Path] = [EXAMPLES / "rmsnorm" / "seed.py", EXAMPLES / "rmsnorm" / "tile_from_batch.py"]
+    with Evaluator(device="cpu", store=store, executor=ExecutorConfig("local", 2)) as ev:
+        assert ev.workers == 2
+        got = ev.evaluate_many(paths, "rmsnorm", bench=False)
+    assert [e.verdict for e in got] == ["pass", "bi_violation"]
+    assert [e.candidate for e in got] == [str(p) for p in paths]
+    with sqlite3.connect(store) as db:
+        assert sorted(r[0] for r in db.execute("SELECT verdict FROM evaluations")) == ["bi_violation", "pass"]
