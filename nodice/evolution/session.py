@@ -125,8 +125,9 @@ class RunSession:
 
     def close(self) -> None:
         if self._pool is not None:
-            # Unrecorded evaluations (an abort) are lost like an evaluation in progress at a kill.
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # Unrecorded evaluations (an abort) are lost like an evaluation in progress at a kill; closing
+            # the evaluator below ends their workers.
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
             self._pending.clear()
         if self._evaluator is not None and self._owns_evaluator:
