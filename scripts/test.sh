@@ -9,4 +9,4 @@ scripts/setup.sh --dev
 # One thread per process: the test workers already use both cores, and Triton's interpreter
 # (numpy on small blocks) runs ~3x faster without oversubscription.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-.venv/bin/python -m pytest -q -n "${NODICE_TEST_WORKERS:-2}" --dist loadgroup --durations=15 "$@"
+.venv/bin/python -m pytest -q -n "${NODICE_TEST_WORKERS:-2}" --durations=15 "$@"

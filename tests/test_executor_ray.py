@@ -1,4 +1,4 @@
-"""Evaluations on a real local Ray cluster (CPU only, 2 slots), started once for the module.
+"""Evaluations on a real local Ray cluster (CPU only, 2 slots), started once for these tests.
 
 The lineage rules hold with two evaluations in flight, a driver killed mid-run resumes, and a Ray
 worker killed mid-evaluation costs one retry (twice: one ``error`` evaluation), never the run.
@@ -7,6 +7,7 @@ worker killed mid-evaluation costs one retry (twice: one ``error`` evaluation), 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -29,11 +30,9 @@ from nodice.evaluation.executor import ExecutorConfig
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from tests.conftest import EXAMPLES, ROOT, run_cli
+from tests.evolution_helpers import shared_folder
 
 ray = pytest.importorskip("ray")  # the --dev install has it: CI runs these
-
-# One cluster per module: keep its tests on one xdist worker (scripts/test.sh uses --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("ray")
 
 BUDGET = 3
 
@@ -44,9 +43,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """``ray start --head`` with 2 CPUs and no GPU; its address."""
+def _alive(pid: int) -> bool:
+    """Running (a zombie whose parent is another xdist worker counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _start_head() -> dict[str, object]:
+    """``ray start --head --block`` with 2 CPUs and no GPU, in its own session; its pid, address, folder."""
     port = _free_port()
     # Short: Ray's socket paths live under it and must fit in 107 characters.
     temp = tempfile.mkdtemp(prefix="ndray")
@@ -62,23 +69,66 @@ def cluster() -> Iterator[str]:
         env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
     )
     address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        probe = subprocess.run(
+            [str(ray_bin), "status", f"--address={address}"], capture_output=True, text=True
+        )
+        if probe.returncode == 0 and "CPU" in probe.stdout:
+            return {"pid": proc.pid, "address": address, "temp": temp}
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop_head({"pid": proc.pid, "temp": temp})
+            raise AssertionError("the Ray head did not start")
+        time.sleep(0.5)
+
+
+def _stop_head(info: dict[str, object]) -> None:
+    # The whole cluster is this one process group (its own session): nothing else is touched.
+    pid = int(str(info["pid"]))
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while _alive(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    shutil.rmtree(str(info["temp"]), ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The address of one local cluster shared by every xdist worker of the session that asks.
+
+    The first to ask starts it; each user signs in under a file lock; the last to leave stops it.
+    """
+    # A loopback cluster of the test's own, without Ray's token authentication: its token file is
+    # shared by every cluster this user starts, so another one started meanwhile would lock us out.
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # for the head, the CLI drivers and this process's driver
+    folder = shared_folder(tmp_path_factory)
+    state, users = folder / "ray-cluster.json", folder / "ray-cluster-users"
+    me = users / os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(folder / "ray-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        info = json.loads(state.read_text()) if state.exists() else None
+        if info is None or not _alive(int(info["pid"])):
+            info = _start_head()
+            state.write_text(json.dumps(info))
+        users.mkdir(exist_ok=True)
+        me.touch()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            probe = subprocess.run(
-                [str(ray_bin), "status", f"--address={address}"], capture_output=True, text=True
-            )
-            if probe.returncode == 0 and "CPU" in probe.stdout:
-                break
-            assert proc.poll() is None and time.monotonic() < deadline, "the Ray head did not start"
-            time.sleep(0.5)
-        yield address
+        yield str(info["address"])
     finally:
-        # The whole cluster is this one process group (its own session): nothing else is touched.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(15)
-        shutil.rmtree(temp, ignore_errors=True)
+        with open(folder / "ray-cluster.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            me.unlink(missing_ok=True)
+            if not any(users.iterdir()):
+                _stop_head(info)
+                state.unlink(missing_ok=True)
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
 
 
 def _evolve(run_dir: Path, address: str) -> list[str]:
@@ -247,3 +297,11 @@ def test_detector_benchmark_spreads_its_candidates_over_the_cluster(cluster: str
     verdicts = {r["key"]: r["modes"]["full"]["verdict"] for r in report["runs"]}
     assert verdicts == {"rmsnorm/row_loop": "pass", "rmsnorm/parts_from_batch": "bi_violation"}
     assert all(r["modes"][m]["verdict"] != "error" for r in report["runs"] for m in r["modes"])
+
+
+def test_a_cuda_run_on_a_cluster_without_gpus_is_one_line(cluster: str, tmp_path: Path) -> None:
+    # The driver has no GPU either: with --executor ray, the device is the cluster's business.
+    args = ["evolve", "rmsnorm", "--run-dir", str(tmp_path / "run"), "--device", "cuda", "--budget", "1"]
+    proc = run_cli(*args, "--executor", "ray", "--ray-address", cluster, "--no-report", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "executor unavailable: the Ray cluster has no GPU for a cuda evaluation"

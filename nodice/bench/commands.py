@@ -41,9 +41,12 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_ERROR)
 
 
-def _device(name: str | None) -> str:
+def _device(name: str | None, remote: bool = False) -> str:
+    """The device to judge on; ``remote`` (a Ray cluster) takes an explicit one without looking here."""
     from nodice.gate.runtime import resolve_device
 
+    if remote and name in ("cpu", "cuda"):
+        return str(name)
     return resolve_device(name).type
 
 
@@ -87,7 +90,7 @@ def detector(
 
     try:
         ExecutorConfig(executor, jobs, ray_address).validate()
-        dev = _device(device)
+        dev = _device(device, remote=executor == "ray")
         the_pool = load_pool(pool or default_root(), labels)
     except NodiceError as exc:
         _fail(exc.line())

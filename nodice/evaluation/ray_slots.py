@@ -50,6 +50,7 @@ class RaySlots:
         self, body: type, args: tuple[Any, ...], device: str | None, workers: int, address: str | None
     ):
         ray = self.ray = import_ray()
+        self._actors: dict[int, Any] = {}
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             if address and not reachable(address):
@@ -75,7 +76,6 @@ class RaySlots:
             options["num_gpus"] = 1
         self._actor_class = ray.remote(**options)(body)
         self._args = args
-        self._actors: dict[int, Any] = {}
         self._free: queue.Queue[int] = queue.Queue()
         self.lost = 0  # actors lost with a call in flight
         for slot in range(self.workers):

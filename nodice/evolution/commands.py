@@ -92,6 +92,7 @@ def evolve(
         base_url=base_url,
         rng_seed=rng_seed,
         stagnation_window=stagnation,
+        remote_workers=executor == "ray",
     )
     try:
         spread = ExecutorConfig(executor, workers, ray_address).validate()
