@@ -107,3 +107,13 @@ def test_evaluate_many_runs_side_by_side_into_one_store(tmp_path: Path) -> None:
     assert [e.candidate for e in got] == [str(p) for p in paths]
     with sqlite3.connect(store) as db:
         assert sorted(r[0] for r in db.execute("SELECT verdict FROM evaluations")) == ["bi_violation", "pass"]
+
+
+def test_without_ray_installed_the_ray_executor_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from nodice.evaluation.executor import make_executor
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where the extra is not installed
+    with pytest.raises(ExecutorError, match=r"pip install 'nodice\[ray\]'"):
+        make_executor(ExecutorConfig("ray", 2), "persistent", "cpu", Limits())
