@@ -305,3 +305,20 @@ def test_a_cuda_run_on_a_cluster_without_gpus_is_one_line(cluster: str, tmp_path
     proc = run_cli(*args, "--executor", "ray", "--ray-address", cluster, "--no-report", timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "executor unavailable: the Ray cluster has no GPU for a cuda evaluation"
+
+
+def test_a_slot_the_cluster_cannot_place_is_a_loss_not_a_hang(cluster: str, tmp_path: Path) -> None:
+    from nodice.evaluation.ray_executor import NodeWorker
+    from nodice.evaluation.ray_slots import RaySlots
+
+    slots = RaySlots(NodeWorker, ("persistent", "cpu", None, None), "cpu", 1, cluster)
+    try:
+        slots.start_timeout_s = 2.0
+        # As after a node died with its GPUs: the slot's next actor needs what no node has any more.
+        slots._actor_class = ray.remote(num_cpus=1, resources={"node_gone": 1})(NodeWorker)
+        t0 = time.monotonic()
+        reply, lost = slots.call("where")
+        assert reply is None and len(lost) == 2 and all("GetTimeoutError" in x for x in lost), lost
+        assert time.monotonic() - t0 < 30
+    finally:
+        slots.close()

@@ -46,6 +46,10 @@ class RaySlots:
     (or CPUs) would wait forever, so ``workers`` is capped there (``requested`` keeps the ask).
     """
 
+    # A new actor that gets no GPU (or CPU) in this time counts as lost: a node gone with its GPUs must
+    # not leave a call waiting forever for a slot the cluster no longer has.
+    start_timeout_s = 600.0
+
     def __init__(
         self, body: type, args: tuple[Any, ...], device: str | None, workers: int, address: str | None
     ):
@@ -83,7 +87,9 @@ class RaySlots:
 
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
-            self._actors[slot] = self._actor_class.remote(*self._args)
+            actor = self._actors[slot] = self._actor_class.remote(*self._args)
+            # Placed and constructed, or GetTimeoutError (a RayError: the caller counts it as a loss).
+            self.ray.get(actor.__ray_ready__.remote(), timeout=self.start_timeout_s)
         return self._actors[slot]
 
     def _replace(self, slot: int) -> None:
@@ -103,7 +109,8 @@ class RaySlots:
         try:
             while len(lost) < 2:
                 try:
-                    return self.ray.get(getattr(self._actor(slot), method).remote(*args)), lost
+                    actor = self._actor(slot)
+                    return self.ray.get(getattr(actor, method).remote(*args)), lost
                 except self.ray.exceptions.RayError as exc:
                     self.lost += 1
                     text = str(exc).strip()
