@@ -26,7 +26,13 @@ PoolOpt = Annotated[
 ]
 DeviceOpt = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")]
 TaskOpt = Annotated[list[str] | None, typer.Option("--task", "-t", help="only these tasks")]
-JobsOpt = Annotated[int, typer.Option(min=1, help="worker processes")]
+JobsOpt = Annotated[int, typer.Option("--jobs", "--workers", min=1, help="candidates in flight")]
+ExecutorOpt = Annotated[
+    str, typer.Option(help="local (worker processes on this machine) or ray (a Ray cluster)")
+]
+RayAddressOpt = Annotated[
+    str | None, typer.Option(help="the Ray cluster (default: RAY_ADDRESS, or a local one)")
+]
 LimitOpt = Annotated[int | None, typer.Option(min=1, help="at most N candidates")]
 
 
@@ -35,9 +41,12 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_ERROR)
 
 
-def _device(name: str | None) -> str:
+def _device(name: str | None, remote: bool = False) -> str:
+    """The device to judge on; ``remote`` (a Ray cluster) takes an explicit one without looking here."""
     from nodice.gate.runtime import resolve_device
 
+    if remote and name in ("cpu", "cuda"):
+        return str(name)
     return resolve_device(name).type
 
 
@@ -73,10 +82,15 @@ def detector(
             "--rescore", help="score an earlier report (or --progress file) against the current labels"
         ),
     ] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Detection and false-rejection rates of static-only, dynamic-only and the full gate on the pool."""
+    from nodice.evaluation.executor import ExecutorConfig
+
     try:
-        dev = _device(device)
+        ExecutorConfig(executor, jobs, ray_address).validate()
+        dev = _device(device, remote=executor == "ray")
         the_pool = load_pool(pool or default_root(), labels)
     except NodiceError as exc:
         _fail(exc.line())
@@ -107,19 +121,25 @@ def detector(
             _fail(f"cannot rescore {rescore_from}: {exc}")
             return
     else:
-        report = run_detector(
-            the_pool,
-            dev,
-            limit=limit,
-            tasks=task,
-            jobs=jobs,
-            seed=seed,
-            warmup=warmup,
-            timeout_s=timeout,
-            on_done=progress,
-            done_before=done_before,
-            split=split,
-        )
+        try:
+            report = run_detector(
+                the_pool,
+                dev,
+                limit=limit,
+                tasks=task,
+                jobs=jobs,
+                seed=seed,
+                warmup=warmup,
+                timeout_s=timeout,
+                on_done=progress,
+                done_before=done_before,
+                split=split,
+                ray_address=ray_address,
+                on_ray=executor == "ray",
+            )
+        except NodiceError as exc:  # e.g. no Ray cluster at the address
+            _fail(exc.line())
+            return
     if report.candidates_labeled == 0:
         _fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")
     render(report, out)

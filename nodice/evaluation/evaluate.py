@@ -7,6 +7,11 @@
 A bad candidate never raises: it comes back as an :class:`Evaluation` with
 verdict ``error`` (crash, hang, out of memory, unloadable) or ``cheat``, and the
 evaluator carries on with a fresh worker.
+
+With ``executor=ExecutorConfig(kind, workers)`` it keeps N workers, locally or
+on a Ray cluster (:mod:`nodice.evaluation.executor`); :meth:`Evaluator.evaluate`
+may then be called from N threads at once (:meth:`Evaluator.evaluate_many`
+does that), and every result still lands in the one store.
 """
 
 from __future__ import annotations
@@ -14,16 +19,19 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from nodice.bench.score import WorkloadScore
+from nodice.evaluation.executor import ExecutorConfig, make_executor
 from nodice.evaluation.limits import Limits
 from nodice.evaluation.record import Evaluation
-from nodice.evaluation.workers import JobOutcome, make_worker
+from nodice.evaluation.workers import JobOutcome
 from nodice.gate.result import CheckResult
 
 ISOLATIONS = ("isolated", "persistent")
@@ -64,7 +72,8 @@ class Evaluator:
     (:mod:`nodice.evaluation.budgets`), so a hang is reported within one step's
     budget; a number replaces the budgets with one limit on the whole
     evaluation. ``store`` is a SQLite path where every evaluation is recorded;
-    ``None`` records nothing.
+    ``None`` records nothing. ``executor``: where the workers run and how many
+    (default: one local worker).
     """
 
     def __init__(
@@ -74,6 +83,7 @@ class Evaluator:
         timeout_s: float | None = None,
         memory_mb: int | None = None,
         store: str | Path | None = None,
+        executor: ExecutorConfig | None = None,
     ):
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
@@ -82,7 +92,9 @@ class Evaluator:
         self.device = device
         self.isolation = isolation
         self.limits = Limits(None if timeout_s is None else float(timeout_s), memory_mb)
-        self.worker = make_worker(isolation, device, self.limits)
+        self.executor = make_executor(executor or ExecutorConfig(), isolation, device, self.limits)
+        self.workers = self.executor.workers
+        self._store_lock = threading.Lock()
         self.store = None
         if store is not None:
             from nodice.evaluation.store import ResultStore
@@ -133,7 +145,7 @@ class Evaluator:
             # Nothing to run: spare the worker (and the start-up of an isolated one).
             outcome = JobOutcome(None, f"cannot load candidate: no such file: {p}")
         else:
-            outcome = self.worker.run(job)
+            outcome = self.executor.run(job)
         check, scores, timings = self._unpack(outcome, str(path), task)
         bench_meta = dict((outcome.payload or {}).get("bench") or {})
         timings.update(outcome.timings)
@@ -147,17 +159,23 @@ class Evaluator:
             source=source,
             seed=seed,
             run_id=run_id,
-            device=check.device or self.worker.device,
+            device=check.device or outcome.device or (self.device or ""),
             isolation=self.isolation,
             timings=timings,
-            environment=dict(self.worker.environment),
+            environment=dict(outcome.environment),
             timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
             log=outcome.log,
             bench=bench_meta,
         )
         if self.store is not None:
-            self.store.save(evaluation)
+            with self._store_lock:
+                self.store.save(evaluation)
         return evaluation
+
+    def evaluate_many(self, paths: list[str | Path], task: str, **options: Any) -> list[Evaluation]:
+        """:meth:`evaluate` on each path, up to ``workers`` at a time; results in the order of ``paths``."""
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            return list(pool.map(lambda p: self.evaluate(p, task, **options), paths))
 
     def _unpack(
         self, outcome: JobOutcome, candidate: str, task: str
@@ -180,11 +198,12 @@ class Evaluator:
             reason += f"; stuck at {site}"
         elif last and "Fatal Python error" not in last[0]:
             reason += f" (last output: {last[0].strip()[:200]})"
-        check = CheckResult("error", task, candidate, self.worker.device, "", error=reason, reason=reason)
+        device = outcome.device or self.device or ""
+        check = CheckResult("error", task, candidate, device, "", error=reason, reason=reason)
         return check, [], {}
 
     def close(self) -> None:
-        self.worker.close()
+        self.executor.close()
         if self.store is not None:
             self.store.close()
 

@@ -77,7 +77,8 @@ class ResultStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=30)
+        # Shared by the threads of a multi-worker evaluator, which take turns (the Evaluator holds a lock).
+        self.conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=ON")

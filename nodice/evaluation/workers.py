@@ -51,6 +51,9 @@ class JobOutcome:
     failure: str = ""
     log: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    # The worker that ran it (several run side by side under an executor): its device and environment.
+    device: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
 
 
 def _signal_name(code: int) -> str:
@@ -63,7 +66,9 @@ def _signal_name(code: int) -> str:
 class WorkerProcess:
     """One spawned worker interpreter, the pipe to it, and the pipe its output comes back on."""
 
-    def __init__(self, device: str | None, limits: Limits, wait: bool = True):
+    def __init__(
+        self, device: str | None, limits: Limits, wait: bool = True, env: dict[str, str] | None = None
+    ):
         self.limits = limits
         parent_sock, child_sock = socket.socketpair()
         self.conn = Connection(os.dup(parent_sock.fileno()))
@@ -76,7 +81,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nodice.evaluation.worker_main", str(child_fd), device or "", memory],
             pass_fds=(child_fd,),
-            env=clean_environment(PACKAGE_ROOT),
+            env=clean_environment(PACKAGE_ROOT, env),
             stdin=subprocess.DEVNULL,
             stdout=out_write,
             stderr=subprocess.STDOUT,
@@ -211,15 +216,17 @@ class WorkerProcess:
 class Worker(ABC):
     """Runs evaluation jobs in a sandboxed process; never raises for a bad candidate."""
 
-    def __init__(self, device: str | None, limits: Limits):
+    def __init__(self, device: str | None, limits: Limits, env: dict[str, str] | None = None):
         self.requested_device = device
         self.limits = limits
+        # Added to the clean environment of every process it starts (e.g. the GPU it may see).
+        self.env = dict(env or {})
         self.device: str = device or ""
         self.environment: dict[str, Any] = {}
         self.restarts = 0
 
     def _spawn(self) -> tuple[WorkerProcess, dict[str, float]]:
-        proc = WorkerProcess(self.requested_device, self.limits)
+        proc = WorkerProcess(self.requested_device, self.limits, env=self.env)
         self.device, self.environment = proc.device, proc.environment
         return proc, {"worker_start": proc.start_ms, "import": proc.import_ms}
 
@@ -257,8 +264,15 @@ class PersistentWorker(Worker):
     candidate.
     """
 
-    def __init__(self, device: str | None, limits: Limits, max_jobs: int = 200, standby: bool = True):
-        super().__init__(device, limits)
+    def __init__(
+        self,
+        device: str | None,
+        limits: Limits,
+        max_jobs: int = 200,
+        standby: bool = True,
+        env: dict[str, str] | None = None,
+    ):
+        super().__init__(device, limits, env)
         self.max_jobs = max_jobs
         self.standby = standby
         self.proc: WorkerProcess | None = None
@@ -279,7 +293,7 @@ class PersistentWorker(Worker):
             self._retire()
             self.restarts += 1
             if self.standby:
-                self.spare = WorkerProcess(self.requested_device, self.limits, wait=False)
+                self.spare = WorkerProcess(self.requested_device, self.limits, wait=False, env=self.env)
         return outcome
 
     def _take_spare(self) -> tuple[WorkerProcess, dict[str, float]] | None:
@@ -308,9 +322,11 @@ class PersistentWorker(Worker):
             self.spare = None
 
 
-def make_worker(isolation: str, device: str | None, limits: Limits) -> Worker:
+def make_worker(
+    isolation: str, device: str | None, limits: Limits, env: dict[str, str] | None = None
+) -> Worker:
     if isolation == "isolated":
-        return IsolatedWorker(device, limits)
+        return IsolatedWorker(device, limits, env)
     if isolation == "persistent":
-        return PersistentWorker(device, limits)
+        return PersistentWorker(device, limits, env=env)
     raise ValueError(f"isolation must be 'isolated' or 'persistent', not {isolation!r}")

@@ -81,8 +81,16 @@ def evolve(
             "(no BI stage runs); fixed for the life of a run",
         ),
     ] = None,
+    executor: Annotated[
+        str, typer.Option(help="local (worker processes on this machine) or ray (a Ray cluster)")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(help="the Ray cluster (default: RAY_ADDRESS, or a local one)")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="evaluations in flight at once")] = 1,
 ) -> None:
     """Evolve a fast, batch-invariant kernel for TASK; rerun on the same run dir to resume."""
+    from nodice.evaluation.executor import ExecutorConfig
     from nodice.evolution.agents import make_agent
     from nodice.evolution.engine import Engine
     from nodice.evolution.start import EvolveOptions, existing_config, prepare_run
@@ -110,12 +118,20 @@ def evolve(
         rng_seed=rng_seed,
         stagnation_window=stagnation,
         bi=bi,
+        remote_workers=executor == "ray",
     )
     try:
+        spread = ExecutorConfig(executor, workers, ray_address).validate()
         # The agent first: a missing key or a bad spec must not leave a run directory behind.
         known = existing_config(opts)
+        agent_spec = opts.agent or (known.agent if known else "builtin")
+        if workers > 1 and agent_spec != "builtin":
+            _fail(
+                f"--workers {workers} needs the builtin agent: LLM and command agents evaluate one "
+                "candidate at a time (use --workers 1)"
+            )
         ag = make_agent(
-            opts.agent or (known.agent if known else "builtin"),
+            agent_spec,
             model=opts.model or (known.model if known else None),
             base_url=opts.base_url or (known.base_url if known else None),
             api_key=api_key,
@@ -126,7 +142,7 @@ def evolve(
             out.print(f"resuming the run in {run.root}", highlight=False)
         if not config.bi:
             out.print("vanilla run (--no-bi): commits need correctness and speed only", highlight=False)
-        summary = Engine(run, config, ag, console=out).execute()
+        summary = Engine(run, config, ag, console=out, executor=spread).execute()
     except NodiceError as exc:
         _fail(exc.line())
     out.print(

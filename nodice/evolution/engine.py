@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
+from nodice.evaluation.executor import ExecutorConfig
 from nodice.evolution.agents.base import Agent, AgentContext
 from nodice.evolution.journal import Attempt
 from nodice.evolution.knowledge import KnowledgeBase
@@ -67,12 +68,13 @@ class Engine:
         *,
         evaluator: Any = None,
         console: Console | None = None,
+        executor: ExecutorConfig | None = None,
     ):
         self.run = run
         self.config = config
         self.agent = agent
         self.console = console or Console()
-        self.session = RunSession(run, config, evaluator)
+        self.session = RunSession(run, config, evaluator, executor)
         self.supervisor = Supervisor(
             SupervisorConfig(stagnation_window=config.stagnation_window),
             advisor=getattr(agent, "advise", None),
@@ -214,6 +216,8 @@ class Engine:
                     self.progress.note(f"reconciled: {note}")
                 self._replay()
                 self._loop()
+                self.session.drain()  # evaluations still in flight when the loop stopped
+                self.observe()
                 self.save_state("finished" if not self._stop_requested else "stopped")
         finally:
             for sig, handler in previous.items():

@@ -19,6 +19,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,8 @@ from nodice.evolution.scores import (
 )
 
 if TYPE_CHECKING:
-    from nodice.evaluation import Evaluator
+    from nodice.evaluation import Evaluation, Evaluator
+    from nodice.evaluation.executor import ExecutorConfig
 
 # Rejections that stop a candidate whatever its speed.
 GATE_REJECTIONS = ("bi_violation", "incorrect", "cheat", "error")
@@ -56,6 +58,18 @@ class CommitResult:
     version: VersionRecord | None = None
 
 
+@dataclass
+class Candidate:
+    """A snapshot to judge and who made it; ``commit_if_eligible`` commits it when the rule allows."""
+
+    files: dict[str, str]
+    agent: str
+    label: str = ""
+    description: str = ""
+    bench: bool = True
+    commit_if_eligible: bool = False
+
+
 def files_digest(files: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -63,8 +77,17 @@ def files_digest(files: dict[str, str]) -> str:
 class RunSession:
     """Evaluation and commits for one run directory; shared by the engine and ``nodice run``."""
 
-    def __init__(self, run: RunDir, config: RunConfig, evaluator: Evaluator | None = None):
+    def __init__(
+        self,
+        run: RunDir,
+        config: RunConfig,
+        evaluator: Evaluator | None = None,
+        executor: ExecutorConfig | None = None,
+    ):
         self.run = run
+        self.executor = executor
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: dict[Future[tuple[Evaluation, float, float]], Candidate] = {}
         self.config = config
         self.journal = Journal(run.store_path)
         self.lineage = Lineage(run.root)
@@ -88,11 +111,27 @@ class RunSession:
             from nodice.evaluation import Evaluator
 
             self._evaluator = Evaluator(
-                device=self.config.device, isolation="persistent", store=str(self.run.store_path)
+                device=self.config.device,
+                isolation="persistent",
+                store=str(self.run.store_path),
+                executor=self.executor,
             )
         return self._evaluator
 
+    @property
+    def workers(self) -> int:
+        """Evaluations this session can have in flight at once (what the executor could get)."""
+        if self._evaluator is None and (self.executor is None or self.executor.workers == 1):
+            return 1
+        return int(getattr(self.evaluator, "workers", 1))
+
     def close(self) -> None:
+        if self._pool is not None:
+            # Unrecorded evaluations (an abort) are lost like an evaluation in progress at a kill; closing
+            # the evaluator below ends their workers.
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+            self._pending.clear()
         if self._evaluator is not None and self._owns_evaluator:
             self._evaluator.close()
         self._evaluator = None
@@ -147,22 +186,73 @@ class RunSession:
         commit_if_eligible: bool = False,
     ) -> Attempt:
         """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed."""
-        left = self.evaluations_left()
-        if left is not None and left <= 0:
-            raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
         files = self.run.workspace_files() if files is None else files
-        if KERNEL_FILE not in files:
+        c = Candidate(files, agent, label, description, bench, commit_if_eligible)
+        self._admit(c)
+        ev, elapsed, _ = self._judge(c)
+        return self._record(c, ev, elapsed)
+
+    def _admit(self, c: Candidate) -> None:
+        """Refuse a candidate the budget (counting evaluations in flight) or the run cannot take."""
+        left = self.evaluations_left()
+        if left is not None and left - len(self._pending) <= 0:
+            raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
+        if KERNEL_FILE not in c.files:
             raise NodiceError(f"the workspace has no {KERNEL_FILE}")
         self.check_comparable()
         if self.on_evaluation_start is not None:
-            self.on_evaluation_start(label or "edit")
-        snapshot = self.run.snapshot(files)
+            self.on_evaluation_start(c.label or "edit")
+
+    # ---- evaluations in flight (several workers) -------------------------------------------
+    @property
+    def in_flight(self) -> list[Candidate]:
+        """Candidates started and not yet recorded."""
+        return list(self._pending.values())
+
+    def start(self, c: Candidate) -> None:
+        """Start judging ``c`` on a free worker (it waits for one when all are busy); returns at once.
+
+        :meth:`finish_next` records it. The budget counts it from now on.
+        """
+        self._admit(c)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="nodice-eval")
+        self._pending[self._pool.submit(self._judge, c)] = c
+
+    def finish_next(self) -> list[Attempt]:
+        """Wait until at least one started evaluation is over; record (and commit) each that is, in turn.
+
+        Recording is serialised here, in the caller's thread, so the commit rule sees every earlier commit.
+        """
+        if not self._pending:
+            return []
+        done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
+        attempts = []
+        for future in sorted(done, key=lambda f: f.result()[2]):
+            c = self._pending.pop(future)
+            ev, elapsed, _ = future.result()
+            attempts.append(self._record(c, ev, elapsed))
+        return attempts
+
+    def drain(self) -> list[Attempt]:
+        """Record every evaluation still in flight (at the end of a run, or before a stop)."""
+        attempts: list[Attempt] = []
+        while self._pending:
+            attempts += self.finish_next()
+        return attempts
+
+    def _judge(self, c: Candidate) -> tuple[Evaluation, float, float]:
+        """Evaluate a private snapshot of the candidate's files (from any thread).
+
+        Returns the evaluation, its seconds, and when it ended (for recording in order of completion).
+        """
+        snapshot = self.run.snapshot(c.files)
         t0 = time.perf_counter()
         try:
             ev = self.evaluator.evaluate(
                 str(snapshot / KERNEL_FILE),
                 self.config.task,
-                bench=bench,
+                bench=c.bench,
                 entry=self.config.entry,
                 run_id=self.config.run_id,
                 # The vanilla baseline judges correctness and speed only: no BI stage runs.
@@ -171,23 +261,28 @@ class RunSession:
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
-        elapsed = time.perf_counter() - t0
+        end = time.perf_counter()
+        return ev, end - t0, end
+
+    def _record(self, c: Candidate, ev: Evaluation, elapsed: float) -> Attempt:
+        """Journal the attempt against the best committed now; commit it when asked and allowed."""
+        bench = c.bench
         scores = score_dicts(list(ev.scores))
         geomean = float(ev.geomean) if ev.verdict == "pass" and bench else 0.0
         best_version = self.best()
         best = best_version.geomean if best_version else 0.0
         outcome = self._outcome(ev.verdict, bench, geomean, best)
-        if outcome == "eligible" and commit_if_eligible:
+        if outcome == "eligible" and c.commit_if_eligible:
             outcome = "committing"  # reconciled into a commit if the process dies before git has it
         check = ev.check
         attempt = Attempt(
             id=0,
             created=time.time(),
-            agent=agent,
-            label=label or "edit",
-            description=description,
-            files_sha=files_digest(files),
-            files=files,
+            agent=c.agent,
+            label=c.label or "edit",
+            description=c.description,
+            files_sha=files_digest(c.files),
+            files=c.files,
             bench=bench,
             verdict=ev.verdict,
             reason=check.reason or (check.error or ""),

@@ -40,6 +40,8 @@ class EvolveOptions:
     stagnation_window: int | None = None
     # False: the vanilla baseline search (no BI stages); None keeps the run's setting on resume.
     bi: bool | None = None
+    # Candidates run on other machines (a Ray cluster): an explicit --device need not exist here.
+    remote_workers: bool = False
 
 
 def check_task_name(task: str) -> None:
@@ -55,12 +57,15 @@ def check_task_name(task: str) -> None:
         raise UnknownTaskError(f"'{task}' (known tasks: {', '.join(known)})")
 
 
-def pick_device(device: str | None) -> str:
-    """``cuda`` when asked for or, by default, when one is visible; ``cpu`` otherwise."""
+def pick_device(device: str | None, remote: bool = False) -> str:
+    """``cuda`` when asked for or, by default, when one is visible; ``cpu`` otherwise.
+
+    ``remote``: the workers are on other machines, so an explicit device is taken as it is.
+    """
     if device not in (None, "cpu", "cuda"):
         raise DeviceError(f"'{device}' (use cpu or cuda)")
-    if device == "cpu":
-        return "cpu"
+    if device == "cpu" or (remote and device is not None):
+        return device
     import torch  # only needed to look for a GPU
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -142,7 +147,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         ]
         run.save_config(config)
     else:
-        device = pick_device(opts.device)
+        device = pick_device(opts.device, opts.remote_workers)
         config = RunConfig(
             task=opts.task,
             device=device,

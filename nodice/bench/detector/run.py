@@ -278,11 +278,14 @@ def run_detector(
     on_done: Callable[[CandidateRun], None] | None = None,
     done_before: list[CandidateRun] | None = None,
     split: str | None = None,
+    ray_address: str | None = None,
+    on_ray: bool = False,
 ) -> DetectorReport:
     """Run the labeled candidates (all, or ``limit`` of them spread over the pool) through every mode.
 
     ``done_before``: results of an interrupted run of the same configuration; those candidates are
-    not run again.
+    not run again. ``on_ray``: ``jobs`` candidates at a time on the Ray cluster at ``ray_address``
+    (one GPU, or one CPU, each), instead of ``jobs`` local worker processes.
     """
     entries = [
         e
@@ -322,9 +325,13 @@ def run_detector(
             on_done(to_run(o))
 
     meta = run_meta(device, seed, warmup)
-    outcomes = run_jobs(
-        "nodice.bench.detector.run:judge_job", job_list, jobs, timeout_s, done, gpu_count(device)
-    )
+    target = "nodice.bench.detector.run:judge_job"
+    if on_ray:
+        from nodice.bench.ray_jobs import run_jobs_ray
+
+        outcomes = run_jobs_ray(target, job_list, jobs, timeout_s, done, device, ray_address)
+    else:
+        outcomes = run_jobs(target, job_list, jobs, timeout_s, done, gpu_count(device))
     return assemble(pool, device, previous + [to_run(o) for o in outcomes], meta, entries)
 
 

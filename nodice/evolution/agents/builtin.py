@@ -30,7 +30,7 @@ from nodice.evolution.agents.mutations import ParamMutation, param_mutations
 from nodice.evolution.agents.rewrites import CATALOG as REWRITES
 from nodice.evolution.journal import Attempt
 from nodice.evolution.rundir import KERNEL_FILE
-from nodice.evolution.session import GATE_REJECTIONS, files_digest
+from nodice.evolution.session import GATE_REJECTIONS, Candidate, files_digest
 
 _PARAM_PRIOR = 0.5
 # A bucketed step is backed by a measurement (it won on its bucket's workloads): ahead of blind steps.
@@ -187,12 +187,19 @@ class BuiltinAgent(Agent):
                 out.append(Proposal(key, desc, second[0].source, _PARAM_PRIOR, frozenset({"combine"})))
         return out
 
-    def choose(self, proposals: list[Proposal], files: dict[str, str], attempt_no: int) -> Proposal | None:
+    def choose(
+        self,
+        proposals: list[Proposal],
+        files: dict[str, str],
+        attempt_no: int,
+        exclude: frozenset[str] = frozenset(),
+    ) -> Proposal | None:
         rng = random.Random(self.rng_seed * 1_000_003 + attempt_no)
         focus = self.direction.focus if self.direction else ()
         best: tuple[float, Proposal] | None = None
         for p in proposals:
-            if files_digest({**files, KERNEL_FILE: p.source}) in self.memory.seen_sources:
+            digest = files_digest({**files, KERNEL_FILE: p.source})
+            if digest in self.memory.seen_sources or digest in exclude:
                 continue
             w = p.prior * self.memory.weight(p) * _focus_factor(p, focus, self.memory.recent_tags)
             if w <= 0:
@@ -202,9 +209,30 @@ class BuiltinAgent(Agent):
                 best = (score, p)
         return best[1] if best else None
 
+    def choose_many(
+        self,
+        proposals: list[Proposal],
+        files: dict[str, str],
+        attempt_no: int,
+        n: int,
+        exclude: frozenset[str] = frozenset(),
+    ) -> list[Proposal]:
+        """Up to ``n`` distinct proposals, heaviest first, each drawn as :meth:`choose` would draw it."""
+        chosen: list[Proposal] = []
+        taken: set[str] = set(exclude)
+        for k in range(n):
+            p = self.choose(proposals, files, attempt_no + k, frozenset(taken))
+            if p is None:
+                break
+            chosen.append(p)
+            taken.add(files_digest({**files, KERNEL_FILE: p.source}))
+        return chosen
+
     # ---- step ---------------------------------------------------------------------
     def step(self, ctx: AgentContext) -> StepReport:
         session = ctx.session
+        if session.workers > 1:
+            return self._step_in_flight(ctx, session.workers)
         files = session.best_files()
         source = files.get(KERNEL_FILE, "")
         best = session.best()
@@ -225,3 +253,33 @@ class BuiltinAgent(Agent):
         if attempt.outcome != "committed":
             session.run.write_workspace(session.best_files())
         return StepReport(1, f"{proposal.key}: {attempt.outcome}")
+
+    def _step_in_flight(self, ctx: AgentContext, width: int) -> StepReport:
+        """Keep ``width`` proposals in flight; record those that finish (each through the one commit rule).
+
+        New proposals are drawn on the best version committed so far, never a source already in flight.
+        """
+        session = ctx.session
+        flying = session.in_flight
+        left = session.evaluations_left()
+        room = width - len(flying) if left is None else min(width, left) - len(flying)
+        started = 0
+        if room > 0 and not ctx.must_stop():
+            files = session.best_files()
+            source = files.get(KERNEL_FILE, "")
+            exclude = frozenset(files_digest(c.files) for c in flying)
+            attempt_no = session.evaluations_done() + len(flying)
+            for p in self.choose_many(
+                self.proposals(source, ctx.config.task), files, attempt_no, room, exclude
+            ):
+                session.start(
+                    Candidate({**files, KERNEL_FILE: p.source}, self.name, p.key, p.description, True, True)
+                )
+                started += 1
+        if not started and not flying:
+            return StepReport(0, "no untried proposal left", exhausted=True)
+        attempts = session.finish_next()
+        for attempt in attempts:
+            self.memory.record(attempt.label, attempt)
+        session.run.write_workspace(session.best_files())
+        return StepReport(len(attempts), ", ".join(f"{a.label}: {a.outcome}" for a in attempts))
