@@ -1,0 +1,294 @@
+"""A task built from a FlashInfer-Bench Definition: a catalog task speaking the definition's interface.
+
+A definition (``rmsnorm_h4096``, ``gemm_n4096_k4096`` …) names its operation by
+``op_type``; nodice maps that to a catalog task, which makes the samples, the
+batches and the contexts. An :class:`Adapter` turns the task's arguments into
+the definition's named inputs and the definition's outputs back into the task's
+output, so the gate runs the Solution's entry point exactly as FlashInfer-Bench
+calls it (inputs in the definition's order, then the outputs to write when the
+solution uses destination-passing style). Correctness is judged against the
+definition's own ``reference`` code, the const axes (hidden size, N, K) are
+pinned to the definition's values, and static analysis reads the entry with the
+definition's signature and batch axis.
+
+The task travels between processes by name: ``flashinfer:/abs/DEF.json``, with
+``#returns`` appended for a solution that returns its outputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nodice.errors import DefinitionError, EntryPointError
+from nodice.tasks.base import BIContext, Output, Problem, Task, Workload, randn
+
+PREFIX = "flashinfer:"
+_RETURNS_TAG = "#returns"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How one op_type's definitions map onto a catalog task (an adapter is a reshape where possible)."""
+
+    task: str
+    # The definition's variable axis that is the batch (a sample is one index of it).
+    batch_axis: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    # The task's arguments as the definition's inputs, by name.
+    to_definition: Callable[[tuple[Any, ...]], dict[str, Any]]
+    # The definition's outputs (in its order) as the task's output.
+    from_definition: Callable[[tuple[torch.Tensor, ...]], Output]
+    # Task dimension -> the definition's const axis that fixes it.
+    const_dims: dict[str, str] = field(default_factory=dict)
+    # Task workload parameter -> the definition's variable axis it is (for the Trace's workload axes).
+    var_dims: dict[str, str] = field(default_factory=dict)
+
+
+def _single(outs: tuple[torch.Tensor, ...]) -> Output:
+    return outs[0]
+
+
+ADAPTERS: dict[str, Adapter] = {
+    # rmsnorm_h{H}: run(hidden_states[batch_size, hidden_size], weight[hidden_size]) -> output; ε lives in
+    # the definition's reference, so the task's eps argument is not passed on.
+    "rmsnorm": Adapter(
+        task="rmsnorm",
+        batch_axis="batch_size",
+        inputs=("hidden_states", "weight"),
+        outputs=("output",),
+        to_definition=lambda a: {"hidden_states": a[0], "weight": a[1]},
+        from_definition=_single,
+        const_dims={"H": "hidden_size"},
+        var_dims={"B": "batch_size"},
+    ),
+    # gemm_n{N}_k{K}: run(A[M, K], B[N, K]) -> C[M, N] = A·Bᵀ (a linear layer's weight layout). The task's
+    # b[K, N] is drawn as the transposed view of a contiguous [N, K] weight, so Bᵀ is that weight, no copy.
+    "gemm": Adapter(
+        task="gemm",
+        batch_axis="M",
+        inputs=("A", "B"),
+        outputs=("C",),
+        to_definition=lambda a: {"A": a[0], "B": a[1].t().contiguous()},
+        from_definition=_single,
+        const_dims={"N": "N", "K": "K"},
+        var_dims={"M": "M"},
+    ),
+}
+
+
+def _linear_weight(
+    k: int, n: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    """gemm's b[K, N] as the transposed view of a contiguous [N, K] weight (the definition's B)."""
+    return randn((n, k), gen, device, dtype, scale=1.0 / math.sqrt(k)).t()
+
+
+def definition_task_name(path: str | Path, returns: bool = False) -> str:
+    return f"{PREFIX}{Path(path).resolve()}" + (_RETURNS_TAG if returns else "")
+
+
+def parse_task_name(name: str) -> tuple[Path, bool]:
+    body = name.removeprefix(PREFIX)
+    returns = body.endswith(_RETURNS_TAG)
+    return Path(body.removesuffix(_RETURNS_TAG)), returns
+
+
+def load_definition(path: str | Path) -> Any:
+    """The file as FlashInfer-Bench's own ``Definition`` model (``pip install nodice[flashinfer-bench]``)."""
+    try:
+        from flashinfer_bench.data import Definition
+    except ImportError:
+        raise DefinitionError(
+            "reading definitions needs flashinfer-bench: pip install 'nodice[flashinfer-bench]'"
+        ) from None
+    from pydantic import ValidationError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError(f"cannot read {path}: {exc}") from None
+    try:
+        return Definition.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "file"
+        raise DefinitionError(
+            f"{Path(path).name} is not a FlashInfer-Bench Definition: {where}: {first['msg']}"
+        ) from None
+
+
+def adapter_for(definition: Any) -> Adapter:
+    """The adapter of ``definition``'s op_type; its inputs and outputs must be the ones the adapter knows."""
+    adapter = ADAPTERS.get(definition.op_type)
+    if adapter is None:
+        raise DefinitionError(
+            f"definition {definition.name}: op_type '{definition.op_type}' maps to no nodice task "
+            f"(mapped: {', '.join(sorted(ADAPTERS))})"
+        )
+    got = (tuple(definition.inputs), tuple(definition.outputs))
+    if got != (adapter.inputs, adapter.outputs):
+        raise DefinitionError(
+            f"definition {definition.name}: inputs {list(got[0])} and outputs {list(got[1])} are not the "
+            f"{definition.op_type} interface nodice adapts "
+            f"({list(adapter.inputs)} -> {list(adapter.outputs)})"
+        )
+    consts = definition.const_axes
+    missing = [a for a in adapter.const_dims.values() if a not in consts]
+    if adapter.batch_axis not in definition.var_axes or missing:
+        raise DefinitionError(
+            f"definition {definition.name}: nodice's {definition.op_type} adapter needs the variable axis "
+            f"{adapter.batch_axis} and the const axes {sorted(adapter.const_dims.values())}"
+        )
+    return adapter
+
+
+def _signature(definition: Any, destination_passing: bool) -> str:
+    def arg(name: str, spec: Any) -> str:
+        return (
+            f"{name}[{','.join(spec.shape)}] {spec.dtype.value}"
+            if spec.shape
+            else f"{name}: {spec.dtype.value}"
+        )
+
+    params = [arg(n, s) for n, s in definition.inputs.items()]
+    outs = [arg(n, s) for n, s in definition.outputs.items()]
+    if destination_passing:
+        return f"run({', '.join(params + outs)}) -> None"
+    return f"run({', '.join(params)}) -> ({', '.join(outs)})"
+
+
+class _DefinitionTask:
+    """Mixed in before a catalog task's class: the definition's interface over that task's batches."""
+
+    def __init__(self, name: str, path: Path, definition: Any, adapter: Adapter, returns: bool) -> None:
+        self.name = name
+        self.definition = definition
+        self.adapter = adapter
+        self.destination_passing = not returns
+        self.path = path
+        self.signature = _signature(definition, self.destination_passing)
+        self.batch_symbol = adapter.batch_axis
+        self.pinned = {dim: int(definition.const_axes[axis]) for dim, axis in adapter.const_dims.items()}
+
+    # ---- the definition's reference ------------------------------------------------------
+    @functools.cached_property
+    def _reference_run(self) -> Callable[..., Any]:
+        namespace: dict[str, Any] = {"__name__": f"flashinfer_definition_{self.definition.name}"}
+        try:
+            exec(compile(self.definition.reference, f"<{self.definition.name}.reference>", "exec"), namespace)
+        except Exception as exc:
+            raise DefinitionError(
+                f"definition {self.definition.name}: its reference fails to load: {exc}"
+            ) from None
+        fn: Callable[..., Any] = namespace["run"]
+        return fn
+
+    def _definition_inputs(self, args: tuple[Any, ...]) -> list[Any]:
+        named = self.adapter.to_definition(args)
+        return [named[n] for n in self.adapter.inputs]
+
+    def reference(self, *args: Any) -> Output:
+        out = self._reference_run(*self._definition_inputs(args))
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        return self.adapter.from_definition(outs)
+
+    # ---- the solution's entry point --------------------------------------------------------
+    def bind_entry(
+        self, entry: Any, name: str, path: Path, device: torch.device, dtype: torch.dtype
+    ) -> Callable[..., Any] | None:
+        if not callable(entry):
+            raise EntryPointError(f"'{name}' in {path.name} is not callable")
+        wanted = len(self.adapter.inputs) + (len(self.adapter.outputs) if self.destination_passing else 0)
+        try:
+            params = list(inspect.signature(entry).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if params and not any(p.kind is p.VAR_POSITIONAL for p in params) and len(positional) != wanted:
+            style = "inputs then outputs (destination-passing)" if self.destination_passing else "inputs"
+            raise EntryPointError(
+                f"'{name}' takes {len(positional)} positional arguments; the definition "
+                f"{self.definition.name} passes {wanted}: {style}"
+            )
+        definition, adapter = self.definition, self.adapter
+
+        def run(*args: Any) -> Output:
+            inputs = self._definition_inputs(args)
+            if not self.destination_passing:
+                ret = entry(*inputs)
+                return adapter.from_definition(tuple(ret) if isinstance(ret, (tuple, list)) else (ret,))
+            axes = definition.get_axes_values_from_inputs(inputs)
+            io_dtype = next(
+                (t.dtype for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), dtype
+            )
+            outs = []
+            for shape, spec in zip(
+                definition.get_output_shapes(axes), definition.outputs.values(), strict=True
+            ):
+                out_dtype = io_dtype if spec.dtype.value.startswith(("float", "bfloat")) else None
+                outs.append(torch.empty(shape or (), device=inputs[0].device, dtype=out_dtype or torch.int64))
+            entry(*inputs, *outs)
+            return adapter.from_definition(tuple(outs))
+
+        return run
+
+    # ---- sizes: the definition's const axes ---------------------------------------------------
+    def problem(
+        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
+    ) -> Problem:
+        if self.adapter.task == "gemm":
+            k, n = self.pinned["K"], self.pinned["N"]
+            return Problem(device, dtype, {"K": k, "N": n}, {"b": _linear_weight(k, n, gen, device, dtype)})
+        return super().problem(gen, device, dtype, **self.pinned)  # type: ignore[misc,call-arg]
+
+    def workload_inputs(
+        self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
+    ) -> tuple[Any, ...]:
+        if self.adapter.task == "gemm":
+            m, k, n = (workload.params[d] for d in ("M", "K", "N"))
+            return (randn((m, k), gen, device, dtype), _linear_weight(k, n, gen, device, dtype))
+        base: tuple[Any, ...] = super().workload_inputs(workload, gen, device, dtype)  # type: ignore[misc]
+        return base
+
+    def contexts(self, device: torch.device) -> list[BIContext]:
+        # A context that varies a const axis (the narrow-hidden-size sweep) is outside the definition.
+        base: list[BIContext] = super().contexts(device)  # type: ignore[misc]
+        return [c for c in base if "variant" not in c.params]
+
+    def _pin(self, workloads: list[Workload]) -> list[Workload]:
+        seen, out = set(), []
+        for w in workloads:
+            params = {**w.params, **self.pinned}
+            key = tuple(sorted(params.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(Workload(w.name, params, w.model))
+        return out
+
+    def workloads(self) -> list[Workload]:
+        return self._pin(super().workloads())  # type: ignore[misc]
+
+    def small_workloads(self) -> list[Workload]:
+        return self._pin(super().small_workloads())  # type: ignore[misc]
+
+
+def definition_task(name: str) -> Task:
+    """The task of a ``flashinfer:`` name: the catalog task of the definition's op_type in its interface."""
+    from nodice.tasks import get_task
+
+    path, returns = parse_task_name(name)
+    definition = load_definition(path)
+    adapter = adapter_for(definition)
+    base = get_task(adapter.task)
+    cls = type(f"Definition_{type(base).__name__}", (_DefinitionTask, type(base)), {})
+    task: Task = cls(name, path, definition, adapter, returns)
+    return task
