@@ -74,7 +74,7 @@ class DefinitionError(NodiceError):
 
 
 class SolutionError(DefinitionError):
-    """A FlashInfer-Bench Solution nodice cannot run: unreadable, invalid, for another definition, not Python."""
+    """A FlashInfer-Bench Solution nodice cannot run: unreadable, invalid, for another definition, CUDA."""
 
     kind = "bad solution"
 
