@@ -26,6 +26,7 @@ RMSNORM_DEF = FIB / "rmsnorm_h4096.json"
 RMSNORM_ROW = FIB / "rmsnorm_h4096_triton_row.json"
 RMSNORM_SPLIT = FIB / "rmsnorm_h4096_triton_split.json"
 GEMM_DEF = FIB / "gemm_n4096_k4096.json"
+FUSED_DEF = FIB / "fused_add_rmsnorm_h4096.json"
 
 
 def _dataset(root: Path, traces: Path, *solutions: Path) -> TraceSet:
@@ -41,7 +42,7 @@ def _dataset(root: Path, traces: Path, *solutions: Path) -> TraceSet:
 
 def test_examples_are_flashinfer_bench_files_nodice_maps() -> None:
     definitions = {}
-    for path in (RMSNORM_DEF, GEMM_DEF):
+    for path in (RMSNORM_DEF, FUSED_DEF, GEMM_DEF):
         d = Definition.model_validate_json(path.read_text())
         definitions[d.name] = d
         assert adapter_for(d) is ADAPTERS[d.op_type]
@@ -52,7 +53,9 @@ def test_examples_are_flashinfer_bench_files_nodice_maps() -> None:
         assert s.get_entry_source() is not None and s.get_entry_symbol() == "run"
 
 
-@pytest.mark.parametrize("definition", [RMSNORM_DEF, GEMM_DEF], ids=["rmsnorm", "gemm"])
+@pytest.mark.parametrize(
+    "definition", [RMSNORM_DEF, FUSED_DEF, GEMM_DEF], ids=["rmsnorm", "fused_add_rmsnorm", "gemm"]
+)
 def test_adapter_feeds_the_definition_what_the_catalog_task_computes(definition: Path) -> None:
     """The definition's own reference on the adapted arguments equals the catalog task's reference."""
     task = get_task(definition_task_name(definition))
@@ -158,7 +161,7 @@ def test_violating_solution_is_rejected_and_its_trace_is_never_ranked(tmp_path: 
     assert ts.get_best_trace("rmsnorm_h4096") is None
 
 
-def _edited(tmp_path: Path, source: Path, name: str, **changes: object) -> Path:
+def _edited(tmp_path: Path, source: Path, filename: str, **changes: object) -> Path:
     data = json.loads(source.read_text())
     for key, value in changes.items():
         target = data
@@ -166,7 +169,7 @@ def _edited(tmp_path: Path, source: Path, name: str, **changes: object) -> Path:
         for p in parents:
             target = target[p]
         target[leaf] = value
-    out = tmp_path / name
+    out = tmp_path / filename
     out.write_text(json.dumps(data))
     return out
 
@@ -190,7 +193,7 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
         ),
         (RMSNORM_ROW, renamed, "are not the rmsnorm interface nodice adapts"),
         (cuda, RMSNORM_DEF, "is cuda; nodice runs python and triton solutions"),
-        (RMSNORM_DEF, RMSNORM_DEF, "is not a FlashInfer-Bench Solution: author: Field required"),
+        (RMSNORM_DEF, RMSNORM_DEF, "is not a FlashInfer-Bench Solution: definition: Field required"),
         (
             RMSNORM_ROW,
             RMSNORM_ROW,
@@ -216,5 +219,5 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == (
         "bad definition: definition rmsnorm_h4096: op_type 'mla_paged' maps to no nodice task "
-        "(mapped: gemm, rmsnorm)"
+        "(mapped: fused_add_rmsnorm, gemm, rmsnorm)"
     )
