@@ -27,6 +27,7 @@ RMSNORM_ROW = FIB / "rmsnorm_h4096_triton_row.json"
 RMSNORM_SPLIT = FIB / "rmsnorm_h4096_triton_split.json"
 GEMM_DEF = FIB / "gemm_n4096_k4096.json"
 FUSED_DEF = FIB / "fused_add_rmsnorm_h4096.json"
+DECODE_DEF = FIB / "gqa_paged_decode_h32_kv8_d128_ps1.json"
 
 
 def _dataset(root: Path, traces: Path, *solutions: Path) -> TraceSet:
@@ -42,7 +43,7 @@ def _dataset(root: Path, traces: Path, *solutions: Path) -> TraceSet:
 
 def test_examples_are_flashinfer_bench_files_nodice_maps() -> None:
     definitions = {}
-    for path in (RMSNORM_DEF, FUSED_DEF, GEMM_DEF):
+    for path in (RMSNORM_DEF, FUSED_DEF, GEMM_DEF, DECODE_DEF):
         d = Definition.model_validate_json(path.read_text())
         definitions[d.name] = d
         assert adapter_for(d) is ADAPTERS[d.op_type]
@@ -54,7 +55,9 @@ def test_examples_are_flashinfer_bench_files_nodice_maps() -> None:
 
 
 @pytest.mark.parametrize(
-    "definition", [RMSNORM_DEF, FUSED_DEF, GEMM_DEF], ids=["rmsnorm", "fused_add_rmsnorm", "gemm"]
+    "definition",
+    [RMSNORM_DEF, FUSED_DEF, GEMM_DEF, DECODE_DEF],
+    ids=["rmsnorm", "fused_add_rmsnorm", "gemm", "gqa_paged_decode"],
 )
 def test_adapter_feeds_the_definition_what_the_catalog_task_computes(definition: Path) -> None:
     """The definition's own reference on the adapted arguments equals the catalog task's reference."""
@@ -71,12 +74,21 @@ def test_adapter_feeds_the_definition_what_the_catalog_task_computes(definition:
     }
     ours, theirs = task.reference(*args), catalog.reference(*args)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
-    assert all("variant" not in c.params for c in task.contexts(device))
+    # The contexts keep the catalog task's batches and slots; what a variant fixed is the definition's now.
+    contexts = task.contexts(device)
+    assert contexts and all(c.batch_size >= 2 for c in contexts)
+    fixed = ADAPTERS[d.op_type].fixed_variant_keys
+    assert all(not set(c.params.get("variant", {})) & set(fixed) for c in contexts)
 
     # A destination-passing solution in the definition's layout, bound as the gate binds it.
+    n_out = len(d.outputs)
+
     def run(*tensors: torch.Tensor) -> None:
-        *inputs, out = tensors
-        out.copy_(task._reference_run(*inputs))  # type: ignore[attr-defined]
+        inputs, outs = tensors[:-n_out], tensors[-n_out:]
+        ret = task._reference_run(*inputs)  # type: ignore[attr-defined]
+        for out, value in zip(outs, ret if isinstance(ret, tuple) else (ret,), strict=True):
+            assert out.dtype == value.dtype and out.shape == value.shape
+            out.copy_(value)
 
     kernel = task.bind_entry(run, "run", Path("main.py"), device, dtype)
     assert kernel is not None
@@ -219,5 +231,5 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == (
         "bad definition: definition rmsnorm_h4096: op_type 'mla_paged' maps to no nodice task "
-        "(mapped: fused_add_rmsnorm, gemm, rmsnorm)"
+        "(mapped: fused_add_rmsnorm, gemm, gqa_paged, rmsnorm)"
     )

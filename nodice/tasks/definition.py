@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from nodice.errors import DefinitionError, EntryPointError
+from nodice.tasks._attention import draw_sm_scale
 from nodice.tasks.base import BIContext, Output, Problem, Task, Workload, randn
 
 PREFIX = "flashinfer:"
@@ -51,6 +52,8 @@ class Adapter:
     const_dims: dict[str, str] = field(default_factory=dict)
     # Task workload parameter -> the definition's variable axis it is (for the Trace's workload axes).
     var_dims: dict[str, str] = field(default_factory=dict)
+    # Keys of a context's problem variant that the definition fixes (they are dropped from the variant).
+    fixed_variant_keys: tuple[str, ...] = ()
 
 
 def _single(outs: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> Output:
@@ -65,6 +68,23 @@ def _with_residual_sum(outs: tuple[torch.Tensor, ...], args: tuple[Any, ...]) ->
     return outs[0], (x.float() + residual.float()).to(x.dtype)
 
 
+def _paged_decode_inputs(a: tuple[Any, ...]) -> dict[str, Any]:
+    """block_table[B, maxp] and seq_lens[B] as CSR page lists (page size 1: a request's pages are tokens)."""
+    q, k_cache, v_cache, block_table, seq_lens, sm_scale = a
+    lens = seq_lens.long()
+    kv_indptr = torch.zeros(len(lens) + 1, dtype=torch.int32, device=q.device)
+    kv_indptr[1:] = torch.cumsum(lens, 0).to(torch.int32)
+    used = torch.arange(block_table.shape[1], device=q.device)[None, :] < lens[:, None]
+    return {
+        "q": q,
+        "k_cache": k_cache,
+        "v_cache": v_cache,
+        "kv_indptr": kv_indptr,
+        "kv_indices": block_table[used].to(torch.int32),
+        "sm_scale": float(sm_scale),
+    }
+
+
 ADAPTERS: dict[str, Adapter] = {
     # rmsnorm_h{H}: run(hidden_states[batch_size, hidden_size], weight[hidden_size]) -> output; ε lives in
     # the definition's reference, so the task's eps argument is not passed on.
@@ -77,6 +97,7 @@ ADAPTERS: dict[str, Adapter] = {
         from_definition=_single,
         const_dims={"H": "hidden_size"},
         var_dims={"B": "batch_size"},
+        fixed_variant_keys=("H",),
     ),
     # fused_add_rmsnorm_h{H}: run(hidden_states, residual, weight) -> rmsnorm(hidden_states + residual).
     "fused_add_rmsnorm": Adapter(
@@ -88,6 +109,21 @@ ADAPTERS: dict[str, Adapter] = {
         from_definition=_with_residual_sum,
         const_dims={"H": "hidden_size"},
         var_dims={"B": "batch_size"},
+        fixed_variant_keys=("H",),
+    ),
+    # gqa_paged_decode_h{Hq}_kv{Hkv}_d{D}_ps1: run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale)
+    # -> (output, lse). The task's block table and lengths become the CSR page lists; output is judged,
+    # lse (log-sum-exp per head) is not part of the task's output.
+    "gqa_paged": Adapter(
+        task="attention_decode",
+        batch_axis="batch_size",
+        inputs=("q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale"),
+        outputs=("output", "lse"),
+        to_definition=_paged_decode_inputs,
+        from_definition=_single,
+        const_dims={"Hq": "num_qo_heads", "Hkv": "num_kv_heads", "D": "head_dim", "page": "page_size"},
+        var_dims={"B": "batch_size"},
+        fixed_variant_keys=("layout", "head_dim", "page"),
     ),
     # gemm_n{N}_k{K}: run(A[M, K], B[N, K]) -> C[M, N] = A·Bᵀ (a linear layer's weight layout). The task's
     # b[K, N] is drawn as the transposed view of a contiguous [N, K] weight, so Bᵀ is that weight, no copy.
@@ -167,6 +203,11 @@ def adapter_for(definition: Any) -> Adapter:
             f"definition {definition.name}: nodice's {definition.op_type} adapter needs the variable axis "
             f"{adapter.batch_axis} and the const axes {sorted(adapter.const_dims.values())}"
         )
+    if definition.op_type == "gqa_paged" and consts.get("page_size") != 1:
+        raise DefinitionError(
+            f"definition {definition.name}: nodice adapts paged decode with page_size 1 "
+            f"(its kv_indices list tokens), not {consts.get('page_size')}"
+        )
     return adapter
 
 
@@ -239,6 +280,12 @@ class _DefinitionTask:
                 f"{self.definition.name} passes {wanted}: {style}"
             )
         definition, adapter = self.definition, self.adapter
+        from flashinfer_bench.utils import dtype_str_to_torch_dtype
+
+        # The definition's io dtype: its first floating tensor input's.
+        io_spec = next(
+            (s.dtype.value for s in definition.inputs.values() if s.shape and "float" in s.dtype.value), ""
+        )
 
         def run(*args: Any) -> Output:
             inputs = self._definition_inputs(args)
@@ -253,8 +300,11 @@ class _DefinitionTask:
             for shape, spec in zip(
                 definition.get_output_shapes(axes), definition.outputs.values(), strict=True
             ):
-                out_dtype = io_dtype if spec.dtype.value.startswith(("float", "bfloat")) else None
-                outs.append(torch.empty(shape or (), device=inputs[0].device, dtype=out_dtype or torch.int64))
+                # Outputs in the io dtype follow the gate's (fp32 on CPU); others (an fp32 lse) keep theirs.
+                out_dtype = (
+                    io_dtype if spec.dtype.value == io_spec else dtype_str_to_torch_dtype(spec.dtype.value)
+                )
+                outs.append(torch.empty(shape or (), device=inputs[0].device, dtype=out_dtype))
             entry(*inputs, *outs)
             return adapter.from_definition(tuple(outs), args)
 
@@ -267,6 +317,11 @@ class _DefinitionTask:
         if self.adapter.task == "gemm":
             k, n = self.pinned["K"], self.pinned["N"]
             return Problem(device, dtype, {"K": k, "N": n}, {"b": _linear_weight(k, n, gen, device, dtype)})
+        if self.adapter.task == "attention_decode":
+            p = self.pinned
+            lengths = variant.get("lengths") or ((17, 64) if device.type == "cpu" else (200, 3000))
+            dims = {"layout": self.definition.name, **p, "lengths": tuple(lengths)}
+            return Problem(device, dtype, dims, {"sm_scale": draw_sm_scale(gen, p["D"])})
         return super().problem(gen, device, dtype, **self.pinned)  # type: ignore[misc,call-arg]
 
     def workload_inputs(
@@ -279,9 +334,30 @@ class _DefinitionTask:
         return base
 
     def contexts(self, device: torch.device) -> list[BIContext]:
-        # A context that varies a const axis (the narrow-hidden-size sweep) is outside the definition.
+        """The catalog task's contexts with the definition's sizes: what a variant fixes is dropped from it.
+
+        A context left with the batch, slot and knobs of one already listed (the norms' narrow-row sweep at
+        a batch size the plain contexts have) is dropped too.
+        """
         base: list[BIContext] = super().contexts(device)  # type: ignore[misc]
-        return [c for c in base if "variant" not in c.params]
+        out: list[BIContext] = []
+        seen: set[str] = set()
+        for c in base:
+            params = dict(c.params)
+            variant = {
+                k: v for k, v in params.pop("variant", {}).items() if k not in self.adapter.fixed_variant_keys
+            }
+            if variant:
+                params["variant"] = variant
+            key = repr((c.batch_size, c.resolved_position(), sorted(params.items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            knobs = "".join(f",{k}={v}" for k, v in sorted(params.items()) if k != "variant")
+            knobs += "".join(f",{k}={v}" for k, v in sorted(variant.items()))
+            name = f"batch={c.batch_size},slot={c.resolved_position()}{knobs}"
+            out.append(BIContext(name, c.batch_size, c.position, params))
+        return out
 
     def _pin(self, workloads: list[Workload]) -> list[Workload]:
         seen, out = set(), []
