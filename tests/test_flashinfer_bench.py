@@ -233,3 +233,21 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
         "bad definition: definition rmsnorm_h4096: op_type 'mla_paged' maps to no nodice task "
         "(mapped: fused_add_rmsnorm, gemm, gqa_paged, rmsnorm)"
     )
+
+
+def test_stored_evaluations_export_as_traces_its_loader_reads(tmp_path: Path) -> None:
+    """``export_store``'s lines (catalog tasks, no definition file) load with FlashInfer-Bench's model."""
+    from nodice.evaluation.export import export_jsonl
+    from tests.test_evaluation_store import _cheat_evaluation, _passed_evaluation
+
+    passed, cheat = _passed_evaluation(), _cheat_evaluation()
+    out = tmp_path / "traces.jsonl"
+    assert export_jsonl([passed, cheat], out) == len(passed.scores) + 1
+    traces = [Trace.model_validate_json(line) for line in out.read_text().splitlines()]
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"] * len(passed.scores) + [
+        "INCORRECT_NUMERICAL"
+    ]
+    for t, score in zip(traces, passed.scores, strict=False):
+        assert t.workload.axes == score.params and t.evaluation.performance.latency_ms == score.ms
+    verdict = traces[-1].evaluation.correctness.extra["batch_invariance"]
+    assert verdict["verdict"] == "cheat" and verdict["cheat_rule"] == "library-call"
