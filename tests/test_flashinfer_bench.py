@@ -251,3 +251,36 @@ def test_stored_evaluations_export_as_traces_its_loader_reads(tmp_path: Path) ->
         assert t.workload.axes == score.params and t.evaluation.performance.latency_ms == score.ms
     verdict = traces[-1].evaluation.correctness.extra["batch_invariance"]
     assert verdict["verdict"] == "cheat" and verdict["cheat_rule"] == "library-call"
+
+
+def test_static_analysis_reads_the_definitions_batch_sources(tmp_path: Path) -> None:
+    """A decode tile chosen from ``kv_indptr``'s length (batch + 1) is a batch-dependent choice; the catalog
+    task's subtype contract (split-KV decode) applies to the definition and names FlashInfer's page lists."""
+    from nodice.gate.pipeline import check
+
+    base = FIB / "gqa_paged_decode_h4_kv2_d32_ps1_triton_head.json"
+    data = json.loads(base.read_text())
+    source = data["sources"][0]["content"]
+    patched = source.replace(
+        "    num_kv_heads = k_cache.shape[2]\n",
+        "    num_kv_heads = k_cache.shape[2]\n    block_n = 16 if kv_indptr.shape[0] > 9 else 32\n",
+    ).replace("BLOCK_N=BLOCK_N,", "BLOCK_N=block_n,")
+    assert patched != source
+    data["sources"][0]["content"] = patched
+    solution = tmp_path / "tile_from_indptr.json"
+    solution.write_text(json.dumps(data))
+    definition = FIB / "gqa_paged_decode_h4_kv2_d32_ps1.json"
+    verdicts = []
+    for path in (base, solution):
+        prepared = prepare(path, definition, tmp_path / path.stem)
+        r = check(
+            str(prepared.candidate),
+            prepared.task,
+            device="cpu",
+            entry=prepared.entry,
+            correctness=False,
+            dynamic=False,
+        )
+        verdicts.append(r.verdict)
+    assert verdicts == ["pass", "bi_violation"]
+    assert any("kv_indptr.shape[0]" in step for f in r.findings for step in f.path)

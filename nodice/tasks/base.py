@@ -118,6 +118,9 @@ class Task(ABC):
     # The symbol of the batch axis in ``signature`` when it is not the first dimension of the first
     # tensor (static analysis reads the batch sources from the signature).
     batch_symbol: str | None = None
+    # The catalog task whose contracts (subtypes included) apply, for a task built on another's batches
+    # (a FlashInfer-Bench definition): its own name when None.
+    contracts_of: str | None = None
 
     # ---- the candidate's entry point ----------------------------------------
     def bind_entry(

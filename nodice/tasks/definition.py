@@ -237,6 +237,7 @@ class _DefinitionTask:
         self.path = path
         self.signature = _signature(definition, self.destination_passing)
         self.batch_symbol = adapter.batch_axis
+        self.contracts_of = adapter.task
         self.pinned = {dim: int(definition.const_axes[axis]) for dim, axis in adapter.const_dims.items()}
 
     # ---- the definition's reference ------------------------------------------------------
