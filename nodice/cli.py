@@ -288,7 +288,8 @@ def tasks(
         out.print(table)
     out.print(
         "Any PyTorch operator of your own: nodice check NEW.py --reference REF.py (KernelBench's Model / "
-        "ModelNew convention, docs/reference.md)",
+        "ModelNew convention, docs/reference.md); a FlashInfer-Bench Solution: nodice check SOLUTION.json "
+        "--definition DEF.json (docs/flashinfer-bench.md)",
         style="dim",
         markup=False,
         highlight=False,
