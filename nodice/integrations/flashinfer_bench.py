@@ -19,7 +19,7 @@ from typing import Any
 from nodice.errors import SolutionError
 from nodice.evaluation.export import trace_records
 from nodice.evaluation.record import Evaluation
-from nodice.tasks.definition import Adapter, adapter_for, definition_task_name, load_definition
+from nodice.tasks.definition import Adapter, adapter_for, definition_task_name, load_definition, load_model
 
 # Languages whose sources the gate runs as they are (CUDA and C++ solutions need FlashInfer-Bench's builders).
 _LANGUAGES = ("python", "triton")
@@ -39,21 +39,7 @@ class PreparedSolution:
 
 def load_solution(path: str | Path) -> Any:
     """The file as FlashInfer-Bench's own ``Solution`` model."""
-    from flashinfer_bench.data import Solution
-    from pydantic import ValidationError
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SolutionError(f"cannot read {path}: {exc}") from None
-    try:
-        return Solution.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise SolutionError(
-            f"{Path(path).name} is not a FlashInfer-Bench Solution: {where}: {first['msg']}"
-        ) from None
+    return load_model("Solution", path, SolutionError)
 
 
 def prepare(solution_path: str | Path, definition_path: str | Path, folder: str | Path) -> PreparedSolution:

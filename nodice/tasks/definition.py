@@ -157,28 +157,30 @@ def parse_task_name(name: str) -> tuple[Path, bool]:
     return Path(body.removesuffix(_RETURNS_TAG)), returns
 
 
-def load_definition(path: str | Path) -> Any:
-    """The file as FlashInfer-Bench's own ``Definition`` model (``pip install nodice[flashinfer-bench]``)."""
+def load_model(kind: str, path: str | Path, error: type[DefinitionError] = DefinitionError) -> Any:
+    """The file as FlashInfer-Bench's own ``kind`` model (``Definition``, ``Solution``), else ``error``."""
     try:
-        from flashinfer_bench.data import Definition
+        from flashinfer_bench import data
     except ImportError:
-        raise DefinitionError(
-            "reading definitions needs flashinfer-bench: pip install 'nodice[flashinfer-bench]'"
+        raise error(
+            "reading FlashInfer-Bench files needs flashinfer-bench: pip install 'nodice[flashinfer-bench]'"
         ) from None
     from pydantic import ValidationError
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DefinitionError(f"cannot read {path}: {exc}") from None
+        raise error(f"cannot read {path}: {exc}") from None
     try:
-        return Definition.model_validate_json(text)
+        return getattr(data, kind).model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise DefinitionError(
-            f"{Path(path).name} is not a FlashInfer-Bench Definition: {where}: {first['msg']}"
-        ) from None
+        raise error(f"{Path(path).name} is not a FlashInfer-Bench {kind}: {where}: {first['msg']}") from None
+
+
+def load_definition(path: str | Path) -> Any:
+    return load_model("Definition", path)
 
 
 def adapter_for(definition: Any) -> Adapter:
