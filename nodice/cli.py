@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -82,7 +83,10 @@ def _task_and_entry(
 
 @app.command()
 def check(
-    file: Annotated[Path, typer.Argument(help="candidate Python file")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="candidate Python file (a FlashInfer-Bench Solution JSON with --definition)"),
+    ],
     task: Annotated[str | None, typer.Option("--task", "-t", help="task name (see `nodice tasks`)")] = None,
     reference: Annotated[
         Path | None,
@@ -94,6 +98,21 @@ def check(
     ] = None,
     batch_axis: Annotated[
         int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
+    ] = None,
+    definition: Annotated[
+        Path | None,
+        typer.Option(
+            "--definition",
+            help="a FlashInfer-Bench Definition JSON instead of --task; FILE is a Solution JSON for it",
+        ),
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="with --definition: write FlashInfer-Bench Traces (JSONL) with the BI verdict; "
+            "benchmarks a passing solution",
+        ),
     ] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
     entry: Annotated[
@@ -126,13 +145,77 @@ def check(
     ] = None,
 ) -> None:
     """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
-    task, entry = _task_and_entry(task, reference, batch_axis, entry)
     if static_only and dynamic_only:
         _fail("--static-only and --dynamic-only exclude each other")
+    options = dict(
+        device=device,
+        seed=seed,
+        timeout=timeout,
+        sandbox=sandbox,
+        static_only=static_only,
+        dynamic_only=dynamic_only,
+        contracts=[str(c) for c in contract or []],
+        store=store,
+        as_json=as_json,
+    )
+    if definition is None:
+        if trace is not None:
+            _fail("--trace goes with --definition")
+        task, entry = _task_and_entry(task, reference, batch_axis, entry)
+        _run_check(str(file), task, entry, bench=bench, **options)  # type: ignore[arg-type]
+        return
+    if task is not None or reference is not None or entry is not None:
+        _fail("--definition names the task and the entry point: drop --task, --reference and --entry")
+    if trace is not None and (static_only or not sandbox):
+        _fail("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
+    import tempfile
+
+    from nodice.integrations import flashinfer_bench as fib
+
+    with tempfile.TemporaryDirectory(prefix="nodice-solution-") as folder:
+        try:
+            prepared = fib.prepare(file, definition, folder)
+        except NodiceError as exc:
+            _fail(exc.line())
+
+        def finish(result: CheckResult, evaluation: Any) -> None:
+            fib.relabel(result, prepared, folder, file)
+            if trace is not None and evaluation is not None:
+                n = fib.write_traces(evaluation, prepared, trace)
+                err.print(f"{n} FlashInfer-Bench trace(s) written to {trace}", markup=False, highlight=False)
+
+        _run_check(
+            str(prepared.candidate),
+            prepared.task,
+            prepared.entry,
+            bench=bench or trace is not None,
+            finish=finish,
+            **options,  # type: ignore[arg-type]
+        )
+
+
+def _run_check(
+    path: str,
+    task: str,
+    entry: str,
+    *,
+    device: str | None,
+    seed: int | None,
+    timeout: float | None,
+    sandbox: bool,
+    static_only: bool,
+    dynamic_only: bool,
+    contracts: list[str],
+    bench: bool,
+    store: Path | None,
+    as_json: bool,
+    finish: Callable[[CheckResult, Any], None] | None = None,
+) -> None:
+    """The gate on ``path`` for ``task``; prints the result and exits with its code."""
     if (bench or store is not None) and not (sandbox and not static_only):
         _fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
     kwargs = dict(
-        path=str(file),
+        path=path,
         task=task,
         device=device,
         entry=entry,
@@ -140,7 +223,7 @@ def check(
         static=not dynamic_only,
         correctness=not (dynamic_only or static_only),
         dynamic=not static_only,
-        contracts=[str(c) for c in contract or []],
+        contracts=contracts,
     )
     evaluation = None
     if sandbox and not static_only:  # static analysis never runs the candidate's code
@@ -160,6 +243,8 @@ def check(
         from nodice.gate.pipeline import check as run_check
 
         result = run_check(**kwargs)  # type: ignore[arg-type]
+    if finish is not None:
+        finish(result, evaluation)
     if as_json:
         payload = result.to_dict()
         if evaluation is not None and bench:
@@ -203,7 +288,8 @@ def tasks(
         out.print(table)
     out.print(
         "Any PyTorch operator of your own: nodice check NEW.py --reference REF.py (KernelBench's Model / "
-        "ModelNew convention, docs/reference.md)",
+        "ModelNew convention, docs/reference.md); a FlashInfer-Bench Solution: nodice check SOLUTION.json "
+        "--definition DEF.json (docs/flashinfer-bench.md)",
         style="dim",
         markup=False,
         highlight=False,

@@ -67,6 +67,18 @@ class ReferenceFileError(NodiceError):
     kind = "bad reference"
 
 
+class DefinitionError(NodiceError):
+    """A FlashInfer-Bench Definition nodice cannot judge: unreadable, invalid, or mapped to no task."""
+
+    kind = "bad definition"
+
+
+class SolutionError(DefinitionError):
+    """A FlashInfer-Bench Solution nodice cannot run: unreadable, invalid, for another definition, CUDA."""
+
+    kind = "bad solution"
+
+
 class ContractError(NodiceError):
     kind = "bad contract"
 

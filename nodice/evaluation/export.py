@@ -1,17 +1,22 @@
-"""Export stored evaluations as JSONL in FlashInfer-Bench's Trace shape, with the BI verdict added.
+"""Export stored evaluations as JSONL in FlashInfer-Bench's Trace schema, with the BI verdict added.
 
 One line per (evaluation, workload): ``definition`` (the task), ``workload``
 (axes, inputs, uuid), ``solution`` (candidate name and hash) and
 ``evaluation`` (status, environment, timestamp, log, correctness,
-performance). nodice adds ``evaluation.batch_invariance`` (the gate's verdict,
-cheat rule, stages and first mismatch) and two statuses FlashInfer-Bench does
-not have: ``BI_VIOLATION`` and ``CHEAT``. A candidate rejected before the
-benchmark gets one line with an empty workload.
+performance), valid for FlashInfer-Bench's own ``Trace`` model and loaders.
+Its schema has no status for a rejection by the gate and no field for the
+verdict, so a ``bi_violation`` or ``cheat`` is ``INCORRECT_NUMERICAL`` (never
+ranked: its loaders rank ``PASSED`` traces only), and the gate's verdict (cheat
+rule, stages, first mismatch) is ``correctness.extra["batch_invariance"]``,
+the one free-form field it has; statuses that carry no correctness (errors,
+wrong shapes or dtypes) say the verdict in ``log``'s first line. A candidate
+rejected before the benchmark gets one line with an empty workload.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,14 +29,17 @@ from nodice.evaluation.store import ResultStore
 _NAMESPACE = uuid.UUID("6f1c3a52-3d4e-4e0b-9a57-6e6f64696365")
 
 
+# FlashInfer-Bench's statuses that carry correctness metrics (its Evaluation model requires them there
+# and forbids them elsewhere).
+_WITH_CORRECTNESS = ("PASSED", "INCORRECT_NUMERICAL")
+
+
 def _status(e: Evaluation, score: WorkloadScore | None) -> str:
     verdict = e.verdict
     if verdict == "pass":
         return "PASSED" if score is None or score.correct else "INCORRECT_NUMERICAL"
-    if verdict == "bi_violation":
-        return "BI_VIOLATION"
-    if verdict == "cheat":
-        return "CHEAT"
+    if verdict in ("bi_violation", "cheat"):
+        return "INCORRECT_NUMERICAL"
     reason = e.check.reason or e.check.error or ""
     if verdict == "incorrect":
         if "has shape" in reason:
@@ -53,22 +61,30 @@ def _environment(e: Evaluation) -> dict[str, Any]:
     return {"hardware": str(hardware).replace(" ", "_"), "libs": libs}
 
 
-def _workload(task: str, score: WorkloadScore | None) -> dict[str, Any]:
+def _workload(task: str, score: WorkloadScore | None, axes_names: dict[str, str] | None) -> dict[str, Any]:
     if score is None:
         return {"axes": {}, "inputs": {}, "uuid": str(uuid.uuid5(_NAMESPACE, f"{task}/gate"))}
     axes = {k: v for k, v in score.params.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if axes_names is not None:
+        axes = {axes_names[k]: v for k, v in axes.items() if k in axes_names}
+    inputs = {
+        name: {"type": "scalar", "value": spec["value"]}
+        if spec.get("type") == "scalar"
+        else {"type": "random"}
+        for name, spec in score.inputs.items()
+        # FlashInfer-Bench's scalar inputs are numbers or booleans: anything else is left out.
+        if spec.get("type") != "scalar" or isinstance(spec.get("value"), (int, float, bool))
+    }
     return {
         "axes": axes,
-        "inputs": score.inputs,
+        "inputs": inputs,
         "uuid": str(uuid.uuid5(_NAMESPACE, f"{task}/{score.workload}/{json.dumps(axes, sort_keys=True)}")),
-        "name": score.workload,
     }
 
 
-def trace_records(e: Evaluation) -> list[dict[str, Any]]:
-    """FlashInfer-Bench-shaped traces of one evaluation."""
-    solution = f"{Path(e.candidate).stem}-{e.sha256[:12]}" if e.sha256 else Path(e.candidate).stem
-    bi = {
+def batch_invariance(e: Evaluation) -> dict[str, Any]:
+    """The gate's verdict as the traces carry it."""
+    return {
         "verdict": e.verdict,
         "cheat_rule": e.cheat_rule,
         "reason": e.check.reason,
@@ -76,49 +92,101 @@ def trace_records(e: Evaluation) -> list[dict[str, Any]]:
         "mismatch": e.check.to_dict()["mismatch"],
         "device": e.device,
     }
+
+
+def _mismatch_errors(e: Evaluation) -> tuple[float, float]:
+    """A rejected candidate's errors: its first batch-dependent difference (0 after a static rejection)."""
+    m = e.check.mismatch
+    if m is None or not (math.isfinite(m.expected) and math.isfinite(m.got)):
+        return 0.0, 0.0
+    diff = abs(m.got - m.expected)
+    return diff, diff / abs(m.expected) if m.expected else 0.0
+
+
+def trace_records(
+    e: Evaluation,
+    definition: str | None = None,
+    solution: str | None = None,
+    axes_names: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """FlashInfer-Bench traces of one evaluation.
+
+    ``definition`` and ``solution`` name the trace's definition and solution (default: the task and the
+    candidate file with its hash); ``axes_names`` renames the workload's task parameters to the
+    definition's variable axes (the others are left out).
+    """
+    if solution is None:
+        solution = f"{Path(e.candidate).stem}-{e.sha256[:12]}" if e.sha256 else Path(e.candidate).stem
+    bi = batch_invariance(e)
     out = []
     rows: list[WorkloadScore | None] = list(e.scores) or [None]
     for score in rows:
         status = _status(e, score)
+        reason = e.check.reason or e.check.error or ""
         evaluation: dict[str, Any] = {
             "status": status,
             "environment": _environment(e),
-            "timestamp": e.timestamp,
-            "log": e.check.reason or e.log,
+            "timestamp": e.timestamp or "unknown",
+            "log": f"nodice batch invariance: {e.verdict}"
+            + (f" — {reason}" if reason else "")
+            + (f"\n{e.log}" if e.log else ""),
             "correctness": None,
             "performance": None,
-            "batch_invariance": bi,
         }
-        if score is not None:
+        if status in _WITH_CORRECTNESS:
+            if score is not None:
+                abs_err, rel_err = score.max_abs_error, score.max_rel_error
+            else:
+                abs_err, rel_err = _mismatch_errors(e)
+            extra: dict[str, Any] = {"batch_invariance": bi}
+            if score is not None and score.detail:
+                extra["detail"] = score.detail
             evaluation["correctness"] = {
-                "max_relative_error": score.max_rel_error,
-                "max_absolute_error": score.max_abs_error,
-                "extra": {"detail": score.detail} if score.detail else None,
+                "max_relative_error": _finite(rel_err),
+                "max_absolute_error": _finite(abs_err),
+                "extra": extra,
             }
-            if status == "PASSED":
+        if status == "PASSED":
+            # FlashInfer-Bench requires performance on a PASSED trace: zeros when nothing was benchmarked.
+            evaluation["performance"] = dict.fromkeys(
+                ("latency_ms", "reference_latency_ms", "speedup_factor"), 0.0
+            )
+            if score is not None:
+                # FlashInfer-Bench's speedup is over the reference; the ratio to the best baseline: extra.
+                speedup = score.speedup_vs_reference
+                if speedup is None:
+                    speedup = score.ratio_best
                 evaluation["performance"] = {
                     "latency_ms": score.ms,
-                    "reference_latency_ms": score.reference_ms,
-                    "speedup_factor": score.ratio_best
-                    if score.ratio_best is not None
-                    else score.speedup_vs_reference,
+                    "reference_latency_ms": score.reference_ms or 0.0,
+                    "speedup_factor": speedup or 0.0,
+                }
+                evaluation["correctness"]["extra"]["performance"] = {
                     "throughput": score.throughput,
                     "unit": score.unit,
                     "limit_fraction": score.limit_fraction,
                     "best_baseline": score.best_baseline,
+                    "ratio_best": score.ratio_best,
                     "baselines_ms": {n: b.ms for n, b in score.baselines.items()},
                     "tflops": score.tflops,
                     "gbps": score.gbps,
                 }
         out.append(
             {
-                "definition": e.task,
-                "workload": _workload(e.task, score),
+                "definition": definition or e.task,
+                "workload": _workload(e.task, score, axes_names),
                 "solution": solution,
                 "evaluation": evaluation,
             }
         )
     return out
+
+
+def _finite(x: float | None) -> float:
+    """A non-negative finite error (FlashInfer-Bench rejects negatives; JSON has no inf)."""
+    if x is None or not math.isfinite(x):
+        return 0.0 if x is None or math.isnan(x) else 3.4e38
+    return abs(x)
 
 
 def export_jsonl(evaluations: Iterable[Evaluation], path: str | Path) -> int:

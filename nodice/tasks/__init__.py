@@ -40,6 +40,10 @@ def get_task(name: str) -> Task:
         from nodice.tasks.reference import reference_task
 
         return reference_task(name)
+    if name.startswith("flashinfer:"):
+        from nodice.tasks.definition import definition_task
+
+        return definition_task(name)
     if name not in CATALOG:
         raise UnknownTaskError(f"'{name}' (known tasks: {', '.join(CATALOG)})")
     try:

@@ -121,6 +121,9 @@ class Task(ABC):
     # Dynamic validation on CPU also runs in fp16 (see ``probe_dtypes``); off for tasks whose
     # inputs have no storage dtype to round to (sampling's fp32 logits).
     cpu_half_probe: bool = True
+    # The catalog task whose contracts (subtypes included) apply, for a task built on another's batches
+    # (a FlashInfer-Bench definition): its own name when None.
+    contracts_of: str | None = None
 
     # ---- the candidate's entry point ----------------------------------------
     def bind_entry(

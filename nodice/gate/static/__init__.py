@@ -69,7 +69,7 @@ def run_static(
     (a file that does not parse has nothing to analyse: the loader reports it).
     """
     path = Path(path)
-    contract = contract_for(task.name, task.family, contracts or [])
+    contract = contract_for(task.contracts_of or task.name, task.family, contracts or [])
     collector = Collector()
     # abspath, not resolve(): a symlink-resolving walk costs more than the analysis of a small file.
     folder = Path(os.path.abspath(path)).parent

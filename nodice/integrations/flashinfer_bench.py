@@ -1,0 +1,112 @@
+"""FlashInfer-Bench Solutions through the gate, and nodice's results as FlashInfer-Bench Traces.
+
+``nodice check SOLUTION.json --definition DEF.json`` reads both files with
+FlashInfer-Bench's own pydantic models (``pip install nodice[flashinfer-bench]``),
+writes the solution's sources into a folder (the entry file is the candidate
+the gate analyses and runs) and judges it as the task of the definition
+(:mod:`nodice.tasks.definition`). ``--trace OUT.jsonl`` writes the evaluation as
+FlashInfer-Bench ``Trace`` objects, validated by its model, so that its
+``TraceSet`` loads them; the verdict is in ``correctness.extra`` and the log
+(:mod:`nodice.evaluation.export` says where and why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodice.errors import SolutionError
+from nodice.evaluation.export import trace_records
+from nodice.evaluation.record import Evaluation
+from nodice.tasks.definition import Adapter, adapter_for, definition_task_name, load_definition, load_model
+
+# Languages whose sources the gate runs as they are (CUDA and C++ solutions need FlashInfer-Bench's builders).
+_LANGUAGES = ("python", "triton")
+
+
+@dataclass(frozen=True)
+class PreparedSolution:
+    """A Solution written to disk and the task that judges it."""
+
+    definition: Any
+    solution: Any
+    adapter: Adapter
+    task: str
+    candidate: Path
+    entry: str
+
+
+def load_solution(path: str | Path) -> Any:
+    """The file as FlashInfer-Bench's own ``Solution`` model."""
+    return load_model("Solution", path, SolutionError)
+
+
+def prepare(solution_path: str | Path, definition_path: str | Path, folder: str | Path) -> PreparedSolution:
+    """Validate the pair, write the solution's sources under ``folder`` and name the task that judges it."""
+    definition = load_definition(definition_path)  # raises first when flashinfer-bench is missing
+    solution = load_solution(solution_path)
+    if solution.definition != definition.name:
+        raise SolutionError(
+            f"solution {solution.name} is for definition {solution.definition}, not {definition.name}"
+        )
+    language = solution.spec.language.value
+    if language not in _LANGUAGES:
+        raise SolutionError(
+            f"solution {solution.name} is {language}; nodice runs {' and '.join(_LANGUAGES)} solutions"
+        )
+    adapter = adapter_for(definition)
+    root = Path(folder)
+    for source in solution.sources:  # the model has already refused absolute paths and '..'
+        target = root / source.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source.content, encoding="utf-8")
+    returns = not solution.spec.destination_passing_style
+    return PreparedSolution(
+        definition=definition,
+        solution=solution,
+        adapter=adapter,
+        task=definition_task_name(definition_path, returns=returns),
+        candidate=root / solution.get_entry_path(),
+        entry=solution.get_entry_symbol(),
+    )
+
+
+def traces(evaluation: Evaluation, prepared: PreparedSolution) -> list[Any]:
+    """The evaluation as FlashInfer-Bench ``Trace`` objects (one per benchmarked workload)."""
+    from flashinfer_bench.data import Trace
+
+    records = trace_records(
+        evaluation,
+        definition=prepared.definition.name,
+        solution=prepared.solution.name,
+        axes_names=prepared.adapter.var_dims,
+    )
+    out = []
+    for record in records:
+        record["workload"]["inputs"] = {name: {"type": "random"} for name in prepared.definition.inputs}
+        out.append(Trace.model_validate(record))
+    return out
+
+
+def write_traces(evaluation: Evaluation, prepared: PreparedSolution, path: str | Path) -> int:
+    """Write the evaluation's traces to ``path`` (JSONL, FlashInfer-Bench's own writer); returns the count."""
+    from flashinfer_bench.data import save_jsonl_file
+
+    records = traces(evaluation, prepared)
+    save_jsonl_file(records, path)
+    return len(records)
+
+
+def relabel(result: Any, prepared: PreparedSolution, folder: str | Path, solution_path: str | Path) -> None:
+    """Name the definition and the solution file (its sources) in ``result``, not their folder."""
+    result.task = f"{prepared.definition.name} as {prepared.adapter.task}"
+    root = str(Path(folder))
+    label = str(solution_path)
+
+    def name(path: str) -> str:
+        return f"{label}:{Path(path).relative_to(root)}" if path.startswith(root) else path
+
+    result.candidate = name(result.candidate)
+    for finding in result.findings:
+        finding.file = name(finding.file)

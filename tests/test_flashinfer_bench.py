@@ -1,0 +1,286 @@
+"""FlashInfer-Bench: its Definition/Solution files through the gate, nodice's results as its Traces.
+
+Everything is read and loaded with the real ``flashinfer-bench`` package: the example files with its
+models, the traces nodice writes with its ``TraceSet`` loader.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from flashinfer_bench.data import Definition, Solution, Trace, TraceSet
+
+from nodice.errors import DefinitionError, EntryPointError
+from nodice.gate.loader import load_kernel
+from nodice.integrations.flashinfer_bench import prepare
+from nodice.tasks import get_task
+from nodice.tasks.definition import ADAPTERS, adapter_for, definition_task_name
+from tests.conftest import EXAMPLES, run_cli
+
+FIB = EXAMPLES / "flashinfer_bench"
+RMSNORM_DEF = FIB / "rmsnorm_h4096.json"
+RMSNORM_ROW = FIB / "rmsnorm_h4096_triton_row.json"
+RMSNORM_SPLIT = FIB / "rmsnorm_h4096_triton_split.json"
+GEMM_DEF = FIB / "gemm_n4096_k4096.json"
+FUSED_DEF = FIB / "fused_add_rmsnorm_h4096.json"
+DECODE_DEF = FIB / "gqa_paged_decode_h32_kv8_d128_ps1.json"
+
+
+def _dataset(root: Path, traces: Path, *solutions: Path) -> TraceSet:
+    """A FlashInfer-Bench dataset folder holding the rmsnorm definition, ``solutions`` and ``traces``."""
+    for sub, files in (("definitions", [RMSNORM_DEF]), ("solutions", list(solutions))):
+        (root / sub / "rmsnorm").mkdir(parents=True)
+        for f in files:
+            shutil.copy(f, root / sub / "rmsnorm" / f.name)
+    (root / "traces" / "rmsnorm").mkdir(parents=True)
+    shutil.copy(traces, root / "traces" / "rmsnorm" / "rmsnorm_h4096.jsonl")
+    return TraceSet.from_path(str(root))
+
+
+def test_examples_are_flashinfer_bench_files_nodice_maps() -> None:
+    definitions = {}
+    for path in sorted(p for p in FIB.glob("*.json") if "_triton_" not in p.name):
+        d = Definition.model_validate_json(path.read_text())
+        definitions[d.name] = d
+        assert adapter_for(d) is ADAPTERS[d.op_type]
+    solutions = [Solution.model_validate_json(p.read_text()) for p in sorted(FIB.glob("*_triton_*.json"))]
+    assert len(definitions) == 5 and len(solutions) == 5
+    for s in solutions:
+        assert s.definition in definitions and s.spec.language.value == "triton"
+        assert s.get_entry_source() is not None and s.get_entry_symbol() == "run"
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [RMSNORM_DEF, FUSED_DEF, GEMM_DEF, DECODE_DEF],
+    ids=["rmsnorm", "fused_add_rmsnorm", "gemm", "gqa_paged_decode"],
+)
+def test_adapter_feeds_the_definition_what_the_catalog_task_computes(definition: Path) -> None:
+    """The definition's own reference on the adapted arguments equals the catalog task's reference."""
+    task = get_task(definition_task_name(definition))
+    d = task.definition  # type: ignore[attr-defined]
+    catalog = get_task(ADAPTERS[d.op_type].task)
+    device, dtype = torch.device("cpu"), torch.float32
+    gen = torch.Generator().manual_seed(0)
+    problem = task.problem(gen, device, dtype)
+    args = task.compose(problem, task.samples(problem, gen, 3), gen)
+    # The const axes are the definition's, whatever size the catalog task uses on CPU.
+    assert {k: problem.dims[k] for k in task.pinned} == {  # type: ignore[attr-defined]
+        dim: d.const_axes[axis] for dim, axis in ADAPTERS[d.op_type].const_dims.items()
+    }
+    ours, theirs = task.reference(*args), catalog.reference(*args)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    # The contexts keep the catalog task's batches and slots; what a variant fixed is the definition's now.
+    contexts = task.contexts(device)
+    assert contexts and all(c.batch_size >= 2 for c in contexts)
+    fixed = ADAPTERS[d.op_type].fixed_variant_keys
+    assert all(not set(c.params.get("variant", {})) & set(fixed) for c in contexts)
+
+    # A destination-passing solution in the definition's layout, bound as the gate binds it.
+    n_out = len(d.outputs)
+
+    def run(*tensors: torch.Tensor) -> None:
+        inputs, outs = tensors[:-n_out], tensors[-n_out:]
+        ret = task._reference_run(*inputs)  # type: ignore[attr-defined]
+        for out, value in zip(outs, ret if isinstance(ret, tuple) else (ret,), strict=True):
+            assert out.dtype == value.dtype and out.shape == value.shape
+            out.copy_(value)
+
+    kernel = task.bind_entry(run, "run", Path("main.py"), device, dtype)
+    assert kernel is not None
+    torch.testing.assert_close(kernel(*args), theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_batch_invariant_solution_passes_and_its_traces_load_in_a_traceset(tmp_path: Path) -> None:
+    traces = tmp_path / "row.jsonl"
+    r = run_cli(
+        "check",
+        str(RMSNORM_ROW),
+        "--definition",
+        str(RMSNORM_DEF),
+        "--device",
+        "cpu",
+        "--seed",
+        "3",
+        "--trace",
+        str(traces),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "rmsnorm_h4096 as rmsnorm" in r.stdout
+    ts = _dataset(tmp_path / "dataset", traces, RMSNORM_ROW)
+    loaded = ts.traces["rmsnorm_h4096"]
+    assert len(loaded) == 2  # one per CPU benchmark workload
+    for t in loaded:
+        assert t.solution == "rmsnorm_h4096_triton_row" and t.evaluation is not None
+        assert t.evaluation.status.value == "PASSED" and t.evaluation.performance is not None
+        assert t.evaluation.performance.latency_ms > 0
+        assert t.workload.axes["batch_size"] in (4, 16)
+        bi = t.evaluation.correctness.extra["batch_invariance"]  # type: ignore[union-attr,index]
+        assert bi["verdict"] == "pass" and bi["stages"]["dynamic"]["verdict"] == "pass"
+    assert ts.get_solution("rmsnorm_h4096_triton_row") is not None
+    assert ts.get_best_trace("rmsnorm_h4096") is not None
+
+
+def test_violating_solution_is_rejected_and_its_trace_is_never_ranked(tmp_path: Path) -> None:
+    static, dynamic = tmp_path / "static.jsonl", tmp_path / "dynamic.jsonl"
+    r = run_cli(
+        "check",
+        str(RMSNORM_SPLIT),
+        "--definition",
+        str(RMSNORM_DEF),
+        "--device",
+        "cpu",
+        "--json",
+        "--trace",
+        str(static),
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["verdict"] == "bi_violation" and result["task"] == "rmsnorm_h4096 as rmsnorm"
+    # Findings point into the solution's own source file.
+    assert {(f["file"], f["line"]) for f in result["findings"]} >= {(f"{RMSNORM_SPLIT}:main.py", 50)}
+    (t,) = [Trace.model_validate_json(line) for line in static.read_text().splitlines()]
+    bi = t.evaluation.correctness.extra["batch_invariance"]  # type: ignore[union-attr,index]
+    assert t.evaluation.status.value == "INCORRECT_NUMERICAL"  # type: ignore[union-attr]
+    assert bi["verdict"] == "bi_violation" and bi["stages"]["static"]["verdict"] == "reject"
+
+    # Run, the split is caught by the outputs too: the trace carries the first mismatch.
+    r = run_cli(
+        "check",
+        str(RMSNORM_SPLIT),
+        "--definition",
+        str(RMSNORM_DEF),
+        "--device",
+        "cpu",
+        "--seed",
+        "5",
+        "--dynamic-only",
+        "--trace",
+        str(dynamic),
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    ts = _dataset(tmp_path / "dataset", dynamic, RMSNORM_SPLIT)
+    (t,) = ts.traces["rmsnorm_h4096"]
+    assert t.evaluation is not None and t.evaluation.correctness is not None
+    bi = t.evaluation.correctness.extra["batch_invariance"]  # type: ignore[index]
+    assert bi["verdict"] == "bi_violation" and bi["mismatch"]["differing"] > 0
+    assert t.evaluation.correctness.max_absolute_error > 0
+    assert t.evaluation.log.startswith("nodice batch invariance: bi_violation — dynamic:")
+    assert ts.get_best_trace("rmsnorm_h4096") is None
+
+
+def _edited(tmp_path: Path, source: Path, filename: str, **changes: object) -> Path:
+    data = json.loads(source.read_text())
+    for key, value in changes.items():
+        target = data
+        *parents, leaf = key.split("__")
+        for p in parents:
+            target = target[p]
+        target[leaf] = value
+    out = tmp_path / filename
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    unmapped = _edited(tmp_path, RMSNORM_DEF, "mla.json", op_type="mla_paged")
+    other = _edited(tmp_path, RMSNORM_DEF, "other.json", name="rmsnorm_h2048")
+    renamed = _edited(
+        tmp_path,
+        RMSNORM_DEF,
+        "renamed.json",
+        outputs={"y": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"}},
+    )
+    cuda = _edited(tmp_path, RMSNORM_ROW, "cuda.json", spec__language="cuda")
+    cases = [
+        (
+            RMSNORM_ROW,
+            other,
+            "bad solution: solution rmsnorm_h4096_triton_row is for definition rmsnorm_h4096, "
+            "not rmsnorm_h2048",
+        ),
+        (RMSNORM_ROW, renamed, "are not the rmsnorm interface nodice adapts"),
+        (cuda, RMSNORM_DEF, "is cuda; nodice runs python and triton solutions"),
+        (RMSNORM_DEF, RMSNORM_DEF, "is not a FlashInfer-Bench Solution: definition: Field required"),
+        (
+            RMSNORM_ROW,
+            RMSNORM_ROW,
+            "bad definition: rmsnorm_h4096_triton_row.json is not a FlashInfer-Bench Definition",
+        ),
+    ]
+    for solution, definition, message in cases:
+        with pytest.raises(DefinitionError) as exc:
+            prepare(solution, definition, tmp_path / "sources")
+        assert message in exc.value.line()
+
+    returns = _edited(tmp_path, RMSNORM_ROW, "returns.json", spec__destination_passing_style=False)
+    prepared = prepare(returns, RMSNORM_DEF, tmp_path / "returns")
+    with pytest.raises(
+        EntryPointError, match="'run' takes 3 positional arguments; the definition rmsnorm_h4096 passes 2"
+    ):
+        load_kernel(
+            prepared.candidate, prepared.entry, get_task(prepared.task), torch.device("cpu"), torch.float32
+        )
+
+    # At the command line: one line on stderr, exit code 2.
+    r = run_cli("check", str(RMSNORM_ROW), "--definition", str(unmapped), "--device", "cpu")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        "bad definition: definition rmsnorm_h4096: op_type 'mla_paged' maps to no nodice task "
+        "(mapped: fused_add_rmsnorm, gemm, gqa_paged, rmsnorm)"
+    )
+
+
+def test_stored_evaluations_export_as_traces_its_loader_reads(tmp_path: Path) -> None:
+    """``export_store``'s lines (catalog tasks, no definition file) load with FlashInfer-Bench's model."""
+    from nodice.evaluation.export import export_jsonl
+    from tests.test_evaluation_store import _cheat_evaluation, _passed_evaluation
+
+    passed, cheat = _passed_evaluation(), _cheat_evaluation()
+    out = tmp_path / "traces.jsonl"
+    assert export_jsonl([passed, cheat], out) == len(passed.scores) + 1
+    traces = [Trace.model_validate_json(line) for line in out.read_text().splitlines()]
+    assert [t.evaluation.status.value for t in traces] == ["PASSED"] * len(passed.scores) + [
+        "INCORRECT_NUMERICAL"
+    ]
+    for t, score in zip(traces, passed.scores, strict=False):
+        assert t.workload.axes == score.params and t.evaluation.performance.latency_ms == score.ms
+    verdict = traces[-1].evaluation.correctness.extra["batch_invariance"]
+    assert verdict["verdict"] == "cheat" and verdict["cheat_rule"] == "library-call"
+
+
+def test_static_analysis_reads_the_definitions_batch_sources(tmp_path: Path) -> None:
+    """A decode tile chosen from ``kv_indptr``'s length (batch + 1) is a batch-dependent choice; the catalog
+    task's subtype contract (split-KV decode) applies to the definition and names FlashInfer's page lists."""
+    from nodice.gate.pipeline import check
+
+    base = FIB / "gqa_paged_decode_h4_kv2_d32_ps1_triton_head.json"
+    data = json.loads(base.read_text())
+    source = data["sources"][0]["content"]
+    patched = source.replace(
+        "    num_kv_heads = k_cache.shape[2]\n",
+        "    num_kv_heads = k_cache.shape[2]\n    block_n = 16 if kv_indptr.shape[0] > 9 else 32\n",
+    ).replace("BLOCK_N=BLOCK_N,", "BLOCK_N=block_n,")
+    assert patched != source
+    data["sources"][0]["content"] = patched
+    solution = tmp_path / "tile_from_indptr.json"
+    solution.write_text(json.dumps(data))
+    definition = FIB / "gqa_paged_decode_h4_kv2_d32_ps1.json"
+    verdicts = []
+    for path in (base, solution):
+        prepared = prepare(path, definition, tmp_path / path.stem)
+        r = check(
+            str(prepared.candidate),
+            prepared.task,
+            device="cpu",
+            entry=prepared.entry,
+            correctness=False,
+            dynamic=False,
+        )
+        verdicts.append(r.verdict)
+    assert verdicts == ["pass", "bi_violation"]
+    assert any("kv_indptr.shape[0]" in step for f in r.findings for step in f.path)
