@@ -201,10 +201,10 @@ class _Sweeper:
         return out if isinstance(out, tuple) else (out,)
 
     def selected(
-        self, outs: tuple[torch.Tensor, ...], slot: int, clone: bool = True
+        self, outs: tuple[torch.Tensor, ...], slot: int, args: tuple[Any, ...], clone: bool = True
     ) -> tuple[torch.Tensor, ...]:
         packed = outs if len(outs) > 1 else outs[0]
-        return tuple(t.clone() if clone else t for t in self.task.select(packed, slot))
+        return tuple(t.clone() if clone else t for t in self.task.select(packed, slot, args))
 
 
 def _sweep_seed(
@@ -231,9 +231,9 @@ def _sweep_seed(
     def alone_bits(i: int) -> tuple[torch.Tensor, ...]:
         if i not in alone:
             args = task.compose(problem, [samples[i]], gen)
-            alone[i] = sw.selected(sw.run(args), 0)
+            alone[i] = sw.selected(sw.run(args), 0, args)
             for _ in range(cfg.repeats - 1):
-                d = first_bit_difference(alone[i], sw.selected(sw.run(args), 0), task.output_names)
+                d = first_bit_difference(alone[i], sw.selected(sw.run(args), 0, args), task.output_names)
                 if d is not None:
                     note(1, 0, "rerun", d)
         return alone[i]
@@ -253,7 +253,7 @@ def _sweep_seed(
                 if not ok:
                     raise _Incorrect(f"{_name(sw.dtype)} batch={b}: {detail}")
             expected = [alone_bits(i) for i in order]
-            got = [sw.selected(outs, slot, clone=False) for slot in range(b)]
+            got = [sw.selected(outs, slot, args, clone=False) for slot in range(b)]
             rec.slots_compared += b
             for slot in differing_slots(expected, got):
                 d = first_bit_difference(expected[slot], got[slot], task.output_names)
