@@ -86,8 +86,9 @@ _GPU_HEAD_DIM = [128]
 _Plan = list[tuple[dict[str, Any], list[tuple[int, int, tuple[int, int]]]]]
 _CPU_CONTEXTS: _Plan = [
     (
+        # The big batch early: a split or a path chosen while B·heads < 132 ends there.
         {"layout": "gqa", "causal": True},
-        [(2, 1, (1, 1)), (5, 0, (60, 160)), (9, 4, (1, 120)), (34, 33, (1, 6))],
+        [(2, 1, (1, 1)), (34, 33, (1, 6)), (5, 0, (60, 160)), (9, 4, (1, 120))],
     ),
     ({"layout": "mha", "causal": True}, [(3, 2, (1, 200)), (6, 0, (1, 4))]),
     ({"layout": "mqa", "causal": False}, [(4, 1, (1, 90))]),

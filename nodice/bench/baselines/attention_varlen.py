@@ -14,19 +14,33 @@ by construction, and the cost of not having a varlen kernel at all.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable
+from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared
+
+
+def varlen_kwargs(params: Iterable[str], causal: bool, gqa: bool, sm_scale: float) -> dict[str, Any]:
+    """``varlen_attn``'s keywords for the task's causality, head layout and scale: causality is
+    ``is_causal`` in the torch builds that have it, a ``(-1, 0)`` window in those that do not."""
+    names = set(params)
+    kw: dict[str, Any] = {"scale": float(sm_scale)}
+    if "is_causal" in names:
+        kw["is_causal"] = bool(causal)
+    elif causal:
+        kw["window_size"] = (-1, 0)
+    if "enable_gqa" in names:
+        kw["enable_gqa"] = gqa
+    return kw
 
 
 def varlen_call(varlen_attn: Callable[..., Any] | None) -> Callable[..., torch.Tensor]:
-    """The task's signature over ``varlen_attn`` (causality as its ``is_causal`` or its window,
-    whichever this torch has), or over ``aten._flash_attention_forward`` when ``varlen_attn`` is None."""
-    params = inspect.signature(varlen_attn).parameters if varlen_attn is not None else {}
+    """The task's signature over ``varlen_attn``, or over ``aten._flash_attention_forward``
+    (``cum_seq_q/k``) when ``varlen_attn`` is None."""
+    params = list(inspect.signature(varlen_attn).parameters) if varlen_attn is not None else []
 
     def run(
         q: torch.Tensor,
@@ -45,13 +59,7 @@ def varlen_call(varlen_attn: Callable[..., Any] | None) -> Callable[..., torch.T
                 q, k, v, *lengths, 0.0, bool(causal), False, scale=float(sm_scale)
             )
             return out[0]  # type: ignore[no-any-return]
-        kw: dict[str, Any] = {"scale": float(sm_scale)}
-        if "is_causal" in params:
-            kw["is_causal"] = bool(causal)
-        elif causal:
-            kw["window_size"] = (-1, 0)
-        if "enable_gqa" in params:
-            kw["enable_gqa"] = q.shape[1] != k.shape[1]
+        kw = varlen_kwargs(params, bool(causal), q.shape[1] != k.shape[1], sm_scale)
         o: torch.Tensor = varlen_attn(q, k, v, *lengths, **kw)
         return o
 
@@ -68,8 +76,15 @@ def load_flash_varlen() -> Callable[..., Any]:
             raise BaselineUnavailable(
                 f"torch {torch.__version__} has neither varlen_attn nor _flash_attention_forward"
             ) from None
-        return varlen_call(None)
-    return varlen_call(varlen_attn)
+        run = varlen_call(None)
+    else:
+        run = varlen_call(varlen_attn)
+
+    def prepare(*args: Any) -> Callable[[], torch.Tensor]:
+        return lambda: run(*args)
+
+    # FlashAttention-2 takes 16-bit inputs only: the audit skips its fp32 probe.
+    return Prepared(prepare, "flash_varlen", (torch.bfloat16, torch.float16))
 
 
 def sdpa_per_sequence(backend_name: str) -> Callable[[], Callable[..., Any]]:

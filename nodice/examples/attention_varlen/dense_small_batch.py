@@ -80,7 +80,8 @@ def _varlen_forward(
         v = tl.load(v_base + cols[:, None] * k_row + offs_d[None, :], mask=col_ok[:, None], other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
-    out = acc / l_i[:, None]
+    # Rows past the sequence's end saw no keys: divide by 1, not 0 (they are not stored).
+    out = acc / tl.where(row_ok, l_i, 1.0)[:, None]
     o_base = o_ptr + q_start.to(tl.int64) * q_row + q_head * HEAD_DIM
     tl.store(
         o_base + offs_m[:, None] * q_row + offs_d[None, :],
