@@ -57,7 +57,15 @@ class OracleConfig:
 # Batch sizes swept per task. On CPU every size up to N (the pool's candidates put their batch
 # thresholds inside it; tasks whose samples are slow under the interpreter get a shorter sweep).
 # On GPU every size up to N plus sizes around the usual heuristics (SM count 132, powers of two).
-_CPU_SWEEP = {"gemm": 12, "attention_prefill": 6, "attention_decode": 6, "moe": 10, "gdn": 6, "sampling": 10}
+_CPU_SWEEP = {
+    "gemm": 12,
+    "attention_prefill": 6,
+    "attention_decode": 6,
+    "attention_varlen": 6,
+    "moe": 10,
+    "gdn": 6,
+    "sampling": 10,
+}
 # ... and a few larger ones around the thresholds candidates written elsewhere use (powers of two and
 # one past them, 24, 40): a pool whose author never saw this sweep put thresholds at M=17 and beyond.
 _CPU_EXTRA: dict[str, tuple[int, ...]] = {
@@ -69,6 +77,7 @@ _CPU_EXTRA: dict[str, tuple[int, ...]] = {
     "sampling": (16, 17, 32, 33, 40),
     "attention_prefill": (8, 9, 16, 17),
     "attention_decode": (8, 9, 16, 17),
+    "attention_varlen": (8, 9, 16, 17, 33),
     "gdn": (8, 9, 16, 17),
 }
 _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
@@ -78,6 +87,7 @@ _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "gemm": (64, (96, 127, 128, 129, 132, 256, 257, 512, 1024)),
     "attention_prefill": (24, (32, 33)),
     "attention_decode": (48, (64, 96, 128, 132)),
+    "attention_varlen": (24, (32, 33, 64, 132)),
     "moe": (64, (96, 128, 256, 512)),
     "sampling": (64, (128, 132, 256)),
     "gdn": (16, (24, 32)),
