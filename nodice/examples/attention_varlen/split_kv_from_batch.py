@@ -109,11 +109,10 @@ def kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, caus
     num_seqs = cu_seqlens_q.shape[0] - 1
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     block_m, block_n = (32, 16) if head_dim < 64 else (64, 32)
-    # Too few (sequence, head) programs to fill the GPU: split the keys until they do.
+    # Too few (sequence, head) programs to fill the GPU: split the keys until they do
+    # (one split once the pack has as many pairs as SMs).
     programs = num_seqs * q_heads
-    num_splits = 1
-    if programs < _sm_count(q.device):
-        num_splits = min(MAX_SPLITS, triton.cdiv(_sm_count(q.device), programs))
+    num_splits = max(1, min(MAX_SPLITS, triton.cdiv(_sm_count(q.device), programs)))
     acc = torch.empty((num_splits, total_q, q_heads, head_dim), device=q.device, dtype=torch.float32)
     m = torch.empty((num_splits, total_q, q_heads), device=q.device, dtype=torch.float32)
     l_sum = torch.empty_like(m)
