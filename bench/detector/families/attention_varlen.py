@@ -98,7 +98,7 @@ def candidates() -> list[Candidate]:
         I(
             "row_tile_from_total_tokens",
             T,
-            "row_tile_harmless",
+            "row_tile",
             "BLOCK_M (query rows per program) 16 or 32 from the pack's size; the key tile is fixed",
             _seed(
                 "Varlen flash attention with the query-row tile chosen from the pack's size.",
