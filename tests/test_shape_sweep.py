@@ -29,7 +29,7 @@ def _heads(task_name: str, ctx: BIContext, device: torch.device) -> int:
 
 
 @pytest.mark.parametrize("device", DEVICES, ids=["cpu", "cuda"])
-@pytest.mark.parametrize("task_name", ["attention_prefill", "attention_decode", "gdn"])
+@pytest.mark.parametrize("task_name", ["attention_prefill", "attention_decode", "attention_varlen", "gdn"])
 def test_batch_times_heads_crosses_the_sm_count_from_a_single_head(
     task_name: str, device: torch.device
 ) -> None:

@@ -31,6 +31,7 @@ FAMILIES = (
     "gemm",
     "attention_prefill",
     "attention_decode",
+    "attention_varlen",
     "moe",
     "sampling",
     "gdn",

@@ -102,15 +102,24 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
+def _flat_bits(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([_bits(t.contiguous()).reshape(-1) for t in tensors])
+
+
 def _first_mismatch(
     task: Task,
     tracked: list[tuple[str, dict[str, Any]]],
     expected: list[tuple[torch.Tensor, ...]],
     got: list[tuple[torch.Tensor, ...]],
 ) -> Mismatch | None:
-    """Compare all tracked samples at once (one device sync); locate the first difference only if any."""
+    """Compare all tracked samples at once (one device sync); locate the first difference only if any.
+
+    Samples may differ in shape (the sequences of a ragged batch): they are compared flattened
+    and concatenated, once every sample's shapes match their batch-1 shapes.
+    """
     same = all(
-        torch.equal(_bits(torch.stack([e[k] for e in expected])), _bits(torch.stack([g[k] for g in got])))
+        all(e[k].shape == g[k].shape for e, g in zip(expected, got, strict=True))
+        and torch.equal(_flat_bits([e[k] for e in expected]), _flat_bits([g[k] for g in got]))
         for k in range(len(task.output_names))
     )
     if same:
@@ -152,10 +161,10 @@ def validate(
         if variant:
             rerun["variant"] = variant
         for s in targets:
-            _, out = runner.run(problem, [s], gen)
-            alone.append(tuple(t.clone() for t in task.select(out, 0)))
-            _, out = runner.run(problem, [s], gen)
-            again.append(tuple(t.clone() for t in task.select(out, 0)))
+            args, out = runner.run(problem, [s], gen)
+            alone.append(tuple(t.clone() for t in task.select(out, 0, args)))
+            args, out = runner.run(problem, [s], gen)
+            again.append(tuple(t.clone() for t in task.select(out, 0, args)))
         done.append("batch=1,rerun")
         m = _first_mismatch(task, [(label, rerun) for label in labels], alone, again)
         if m is not None:
@@ -176,8 +185,8 @@ def validate(
         m = _first_mismatch(
             task,
             [(labels[t], big.describe() | {"name": name, "position": slot}) for t, slot in slots.items()],
-            [task.select(out1, slot) for slot in slots.values()],
-            [task.select(out2, slot) for slot in slots.values()],
+            [task.select(out1, slot, args) for slot in slots.values()],
+            [task.select(out2, slot, args) for slot in slots.values()],
         )
         if m is not None:
             return report(m)
@@ -225,7 +234,7 @@ def _run_contexts(
             task,
             [(labels[t], ctx.describe() | {"position": slot}) for t, slot in slots.items()],
             [alone[t] for t in slots],
-            [task.select(out, slot) for slot in slots.values()],
+            [task.select(out, slot, args) for slot in slots.values()],
         )
         if m is not None:
             return m

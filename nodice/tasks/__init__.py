@@ -16,6 +16,7 @@ CATALOG = (
     "gemm",
     "attention_prefill",
     "attention_decode",
+    "attention_varlen",
     "moe",
     "sampling",
     "gdn",

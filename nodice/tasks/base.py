@@ -179,8 +179,14 @@ class Task(ABC):
     def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
         """The kernel's positional arguments for a batch holding ``samples`` in that order."""
 
-    def select(self, output: Output, index: int) -> tuple[torch.Tensor, ...]:
-        """The part of the output that belongs to sample ``index`` (one tensor per output)."""
+    def select(
+        self, output: Output, index: int, args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """The part of the output that belongs to sample ``index`` (one tensor per output).
+
+        ``args`` are the batch's kernel arguments, for tasks whose samples have no fixed
+        place in the output (a packed ragged batch finds a sequence's rows through its offsets).
+        """
         outs = output if isinstance(output, tuple) else (output,)
         return tuple(o[index] for o in outs)
 

@@ -172,7 +172,9 @@ class ReferenceTask(Task):
                 args.append(problem.shared["values"][i])
         return tuple(args)
 
-    def select(self, output: Any, index: int) -> tuple[torch.Tensor, ...]:
+    def select(
+        self, output: Any, index: int, args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...]:
         outs = output if isinstance(output, tuple) else (output,)
         return tuple(o.select(self.axis, index) for o in outs)
 

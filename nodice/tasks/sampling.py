@@ -260,7 +260,9 @@ class Sampling(Task):
         names = ("logits", "temperature", "top_k", "top_p", "seed")
         return tuple(torch.stack([s.tensors[n] for s in samples]).contiguous() for n in names)
 
-    def select(self, output: Output, index: int) -> tuple[torch.Tensor, ...]:
+    def select(
+        self, output: Output, index: int, args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...]:
         # A one-element slice, so a mismatch reports the token values themselves.
         outs = output if isinstance(output, tuple) else (output,)
         return tuple(o[index : index + 1] for o in outs)

@@ -23,6 +23,7 @@ import torch
 from nodice.bench.baselines import (
     attention_decode,
     attention_prefill,
+    attention_varlen,
     gdn,
     gemm,
     moe,
@@ -51,6 +52,7 @@ _CATALOG: dict[str, tuple[Baseline, ...]] = {
     **gemm.BASELINES,
     **attention_prefill.BASELINES,
     **attention_decode.BASELINES,
+    **attention_varlen.BASELINES,
     **moe.BASELINES,
     **gdn.BASELINES,
     **sampling.BASELINES,

@@ -57,7 +57,15 @@ class OracleConfig:
 # Batch sizes swept per task. On CPU every size up to N (the pool's candidates put their batch
 # thresholds inside it; tasks whose samples are slow under the interpreter get a shorter sweep).
 # On GPU every size up to N plus sizes around the usual heuristics (SM count 132, powers of two).
-_CPU_SWEEP = {"gemm": 12, "attention_prefill": 6, "attention_decode": 6, "moe": 10, "gdn": 6, "sampling": 10}
+_CPU_SWEEP = {
+    "gemm": 12,
+    "attention_prefill": 6,
+    "attention_decode": 6,
+    "attention_varlen": 6,
+    "moe": 10,
+    "gdn": 6,
+    "sampling": 10,
+}
 # ... and a few larger ones around the thresholds candidates written elsewhere use (powers of two and
 # one past them, 24, 40): a pool whose author never saw this sweep put thresholds at M=17 and beyond.
 _CPU_EXTRA: dict[str, tuple[int, ...]] = {
@@ -69,6 +77,7 @@ _CPU_EXTRA: dict[str, tuple[int, ...]] = {
     "sampling": (16, 17, 32, 33, 40),
     "attention_prefill": (8, 9, 16, 17),
     "attention_decode": (8, 9, 16, 17),
+    "attention_varlen": (8, 9, 16, 17, 33),
     "gdn": (8, 9, 16, 17),
 }
 _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
@@ -78,6 +87,7 @@ _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "gemm": (64, (96, 127, 128, 129, 132, 256, 257, 512, 1024)),
     "attention_prefill": (24, (32, 33)),
     "attention_decode": (48, (64, 96, 128, 132)),
+    "attention_varlen": (24, (32, 33, 64, 132)),
     "moe": (64, (96, 128, 256, 512)),
     "sampling": (64, (128, 132, 256)),
     "gdn": (16, (24, 32)),
@@ -201,10 +211,10 @@ class _Sweeper:
         return out if isinstance(out, tuple) else (out,)
 
     def selected(
-        self, outs: tuple[torch.Tensor, ...], slot: int, clone: bool = True
+        self, outs: tuple[torch.Tensor, ...], slot: int, args: tuple[Any, ...], clone: bool = True
     ) -> tuple[torch.Tensor, ...]:
         packed = outs if len(outs) > 1 else outs[0]
-        return tuple(t.clone() if clone else t for t in self.task.select(packed, slot))
+        return tuple(t.clone() if clone else t for t in self.task.select(packed, slot, args))
 
 
 def _sweep_seed(
@@ -231,9 +241,9 @@ def _sweep_seed(
     def alone_bits(i: int) -> tuple[torch.Tensor, ...]:
         if i not in alone:
             args = task.compose(problem, [samples[i]], gen)
-            alone[i] = sw.selected(sw.run(args), 0)
+            alone[i] = sw.selected(sw.run(args), 0, args)
             for _ in range(cfg.repeats - 1):
-                d = first_bit_difference(alone[i], sw.selected(sw.run(args), 0), task.output_names)
+                d = first_bit_difference(alone[i], sw.selected(sw.run(args), 0, args), task.output_names)
                 if d is not None:
                     note(1, 0, "rerun", d)
         return alone[i]
@@ -253,7 +263,7 @@ def _sweep_seed(
                 if not ok:
                     raise _Incorrect(f"{_name(sw.dtype)} batch={b}: {detail}")
             expected = [alone_bits(i) for i in order]
-            got = [sw.selected(outs, slot, clone=False) for slot in range(b)]
+            got = [sw.selected(outs, slot, args, clone=False) for slot in range(b)]
             rec.slots_compared += b
             for slot in differing_slots(expected, got):
                 d = first_bit_difference(expected[slot], got[slot], task.output_names)

@@ -52,6 +52,9 @@ def _entry_args(an: Analysis, fn: ast.FunctionDef, interp: Interp, skip_self: bo
             out.append(V(kind="tensor", batch=prov, baxis=b.axis, rank=rank, ctx=ctx))
         elif rank is not None:
             out.append(V(kind="tensor", rank=rank))
+        elif an.contract.is_batch_symbol(task_param):
+            # A scalar the batch decides (the longest sequence of a ragged batch …).
+            out.append(V(taint=(interp.step(fn, f"{own}: batch symbol '{task_param}' (contract)"),)))
         else:
             out.append(V())
     return out

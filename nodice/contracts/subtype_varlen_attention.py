@@ -1,0 +1,17 @@
+"""Ragged (varlen) prefill attention: sequences packed along the token axis.
+
+The packed tensors' first axis (``total_q``, ``total_k``) and the offsets
+(``cu_seqlens_*``, one entry per sequence) grow with the batch; the longest
+sequence (``max_seqlen_*``) is a property of the batchmates. A tile, a split
+count or a code path sized from any of them changes a sequence's reduction.
+"""
+
+from nodice.gate.static.contracts import batch_arg, batch_symbols, contract
+
+contract("varlen_attention", subtype_of="attention", tasks=["attention_varlen"])
+
+batch_arg("k", axis=0, note="the pack holds every sequence's keys")
+batch_arg("v", axis=0, note="the pack holds every sequence's values")
+batch_arg("cu_seqlens_q", axis=0, note="one offset per sequence of the batch")
+batch_arg("cu_seqlens_k", axis=0, note="one offset per sequence of the batch")
+batch_symbols("max_seqlen_q", "max_seqlen_k", "total_q", "total_k", "cu_seqlens_q", "cu_seqlens_k")
