@@ -65,8 +65,14 @@ def rejected_dtype(
 
 
 def audit_dtypes(task: Task, device: torch.device) -> list[torch.dtype]:
-    """The dtypes a baseline is audited in on ``device``: the task's own, then its probes."""
-    return list(dict.fromkeys([task.dtype_for(device), *task.probe_dtypes(device)]))
+    """The dtypes a baseline is audited in on ``device``: the task's own, then its GPU probes.
+
+    On CPU a library baseline is torch's own CPU code, not a kernel under Triton's interpreter,
+    and the CPU audits exist to exercise the audit itself: they stay in the task's dtype (the
+    fp16 probe is for candidate kernels).
+    """
+    probes = task.probe_dtypes(device) if device.type == "cuda" else []
+    return list(dict.fromkeys([task.dtype_for(device), *probes]))
 
 
 @dataclass(frozen=True)
