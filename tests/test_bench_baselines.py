@@ -236,10 +236,15 @@ def test_cutlass_dsl_packages_join_sys_path_as_its_pth_would(
     (tmp_path / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass").mkdir(parents=True)
     (tmp_path / "nvidia_cutlass_dsl" / "__init__.py").write_text("")
     (tmp_path / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass" / "__init__.py").write_text("")
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    # Only the fake layout is visible (a real nvidia-cutlass-dsl, whose own .pth ran, may be installed).
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *(p for p in sys.path if "-packages" not in p)])
+    for name in ("cutlass", "nvidia_cutlass_dsl"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    importlib.invalidate_caches()
     assert importlib.util.find_spec("cutlass") is None
     put_cutlass_dsl_on_path()
-    assert importlib.util.find_spec("cutlass") is not None
+    spec = importlib.util.find_spec("cutlass")
+    assert spec is not None and spec.origin is not None and spec.origin.startswith(str(tmp_path))
     sys.modules.pop("nvidia_cutlass_dsl", None)
 
 

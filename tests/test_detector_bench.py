@@ -35,8 +35,9 @@ def test_oracle_labels_a_batch_dependent_split_violating() -> None:
 def test_oracle_labels_a_fixed_tile_kernel_invariant() -> None:
     lab = label_candidate(POOL / "pool/rmsnorm/batch_in_grid.py", "rmsnorm", "cpu", config=SMALL)
     assert lab.label == "invariant", lab.reason
-    # Every slot of every batch 1..4 was compared: 1 + 2 + 3 + 4.
-    assert lab.evidence["slots_compared"] == 10
+    # Every slot of every batch 1..4 was compared, 1 + 2 + 3 + 4, in float32 and the fp16 probe.
+    assert lab.evidence["dtypes"] == ["float32", "float16"]
+    assert lab.evidence["slots_compared"] == 2 * 10
 
 
 def test_oracle_excludes_an_incorrect_kernel(tmp_path: Path) -> None:
