@@ -94,6 +94,20 @@ def test_harness_snapshot_sees_a_patched_timer(monkeypatch: pytest.MonkeyPatch) 
     assert any("time.perf_counter" in c for c in changes)
 
 
+def test_harness_snapshot_looks_through_torchs_own_dynamo_wrapper(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first import of torch._dynamo (by torch.compile, or any torch function decorated
+    # _disable_dynamo when it first runs) wraps torch.manual_seed exactly like this.
+    before = harness_tampering.HarnessSnapshot.take()
+    original = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(original))
+    assert before.changes(harness_tampering.HarnessSnapshot.take()) == []
+    # The same wrapper around anything else is a replacement, whatever its __wrapped__ says.
+    fake = torch._disable_dynamo(lambda seed: None)
+    fake.__wrapped__ = original
+    monkeypatch.setattr(torch, "manual_seed", fake)
+    assert "torch.manual_seed replaced" in before.changes(harness_tampering.HarnessSnapshot.take())
+
+
 def test_harness_snapshot_sees_changed_tolerances(monkeypatch: pytest.MonkeyPatch) -> None:
     from nodice.tasks import base
 

@@ -16,6 +16,7 @@ import dataclasses
 import sys
 import threading
 import time
+import types
 from typing import Any
 
 RULE = "harness-tampering"
@@ -140,6 +141,38 @@ def _fingerprint(value: Any, depth: int = 3) -> Any:
     return id(value)
 
 
+def _dynamo_disable_code() -> types.CodeType | None:
+    """The code of the wrapper ``torch._disable_dynamo`` puts around a function (None without torch).
+
+    torch wraps some of its own functions lazily: the first import of ``torch._dynamo`` (by
+    ``torch.compile``, or by any torch function decorated ``_disable_dynamo`` when it first runs)
+    replaces ``torch.manual_seed`` with such a wrapper of the same function. The wrapper only keeps
+    dynamo from tracing into the call, so it stands for the function it wraps.
+    """
+    torch = sys.modules.get("torch")
+    make = getattr(torch, "_disable_dynamo", None) if torch is not None else None
+    if make is None:
+        return None
+    global _DYNAMO_DISABLE_CODE
+    if _DYNAMO_DISABLE_CODE is None:
+        _DYNAMO_DISABLE_CODE = make(len).__code__  # builds the wrapper only; imports nothing
+    return _DYNAMO_DISABLE_CODE
+
+
+_DYNAMO_DISABLE_CODE: Any = None
+
+
+def _identity(value: Any, disable_code: types.CodeType | None) -> int:
+    """``id`` of a module attribute, looking through torch's own dynamo-disable wrapper."""
+    if disable_code is not None and getattr(value, "__code__", None) is disable_code:
+        # The function the wrapper calls is its closure's ``fn`` (``__wrapped__`` can be reassigned).
+        names = disable_code.co_freevars if disable_code is not None else ()
+        cells = getattr(value, "__closure__", None) or ()
+        if "fn" in names and len(cells) == len(names):
+            return id(cells[names.index("fn")].cell_contents)
+    return id(value)
+
+
 def _hot_comparable(v: Any) -> bool:
     """Values whose full-snapshot record is their identity or their value (no nested fingerprint)."""
     if isinstance(v, (int, float, str, bytes, bool, type(None))):
@@ -193,6 +226,7 @@ class HarnessSnapshot:
     def take(cls, hot: bool = False) -> HarnessSnapshot:
         """Everything the harness trusts, or (``hot``) the part worth checking after every call."""
         entries: dict[str, Any] = {}
+        disable_code = _dynamo_disable_code()
         for mod_name in _HOT_MODULES if hot else _WATCHED_MODULES:
             module = sys.modules.get(mod_name)
             if module is None:
@@ -201,7 +235,7 @@ class HarnessSnapshot:
             for attr, value in list(vars(module).items()):
                 # Functions and classes only: libraries update their own flags and counters as they run.
                 if callable(value) and not isinstance(value, type(sys)):
-                    entries[f"{mod_name}.{attr}"] = id(value)
+                    entries[f"{mod_name}.{attr}"] = _identity(value, disable_code)
         for cls_name in _WATCHED_CLASSES:
             klass = _resolve(cls_name)
             if klass is None:
