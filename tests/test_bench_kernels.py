@@ -64,7 +64,26 @@ def test_resume_keeps_finished_tasks(rmsnorm_run: tuple[Any, Path]) -> None:
         "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(out / "k.json"), "--resume"
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads((out / "k.json").read_text())["tasks"] == json.loads(before)["tasks"]
+    after = json.loads((out / "k.json").read_text())
+    assert after["tasks"] == json.loads(before)["tasks"] and "resumed" not in after
+
+
+def test_a_resumed_call_keeps_both_calls_provenance(rmsnorm_run: tuple[Any, Path], tmp_path: Path) -> None:
+    _, out = rmsnorm_run
+    first = json.loads((out / "k.json").read_text())
+    partial = dict(first, tasks={"layernorm": first["tasks"]["rmsnorm"]})  # one task done, rmsnorm not
+    (tmp_path / "k.json").write_text(json.dumps(partial))
+    proc = _nodice(
+        "bench", "kernels", "--device", "cpu", "--task", "layernorm", "--task", "rmsnorm",
+        "--json", str(tmp_path / "k.json"), "--markdown", str(tmp_path / "k.md"), "--resume",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = json.loads((tmp_path / "k.json").read_text())
+    assert list(after["tasks"]) == ["layernorm", "rmsnorm"]
+    assert after["command"] == first["command"] and after["warm_up"] == first["warm_up"]
+    (call,) = after["resumed"]
+    assert call["command"].endswith("--resume") and call["warm_up"]["jobs"] > 0
+    assert f"Resumed {call['date']}: `{call['command']}`." in (tmp_path / "k.md").read_text()
 
 
 def test_without_warm_up_the_measuring_phase_audits(rmsnorm_run: tuple[Any, Path], tmp_path: Path) -> None:

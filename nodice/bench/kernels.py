@@ -188,6 +188,15 @@ def run_kernel_bench(
     every = [b for t in tasks for b in baselines_for(t, dev)]
     report["versions"].update(provider_versions(every))
     todo = [t for t in tasks if t not in report["tasks"]]
+    resumed = bool(todo) and report is not None and bool(report["tasks"])
+    if resumed:
+        # A call that adds tasks keeps its own date, command and warm-up next to the first call's.
+        report.setdefault("resumed", []).append(
+            {
+                "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                "command": " ".join(["nodice", *sys.argv[1:]]) if sys.argv else "",
+            }
+        )
     warmed: warm.WarmReport | None = None
     warm.cache_environment()
     if todo and warm_workers != 0:
@@ -202,7 +211,7 @@ def run_kernel_bench(
             job_timeout_s=timeout_s,
             on_result=(lambda r: on_warm(len(jobs), r)) if on_warm is not None else None,
         )
-        report["warm_up"] = warmed.summary()
+        (report["resumed"][-1] if resumed else report)["warm_up"] = warmed.summary()
         if json_path is not None:
             _write(json_path, report)
     for task_name in todo:

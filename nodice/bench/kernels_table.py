@@ -70,11 +70,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"Measured {report.get('date', '')} on {report.get('device', '')}; {versions}.",
         f"Command: `{report.get('command', '')}`. Ceilings measured in the same run: "
         + ", ".join(f"{k} = {v}" for k, v in limits.items())
-        + ". Throughput is the median of CUDA-event timings with L2 flushed; each baseline's BI "
-        "verdict comes from the gate's dynamic stage on this device; `× best` is nodice ÷ the "
-        "fastest correct baseline.",
-        "",
+        + ". Throughput is the median of CUDA-event timings with L2 flushed, each chunk of calls "
+        "queued behind a GPU sleep that covers the host's enqueue time (the GPU is timed, not the "
+        "launcher); each baseline's BI verdict comes from the gate's dynamic stage on this device; "
+        "`× best` is nodice ÷ the fastest correct baseline.",
     ]
+    lines += [f"Resumed {r.get('date', '')}: `{r.get('command', '')}`." for r in report.get("resumed") or []]
+    lines.append("")
     for task, entry in (report.get("tasks") or {}).items():
         lines.append(f"### {task} — `{entry.get('kernel', '')}` (gate: {entry.get('verdict', '?')})")
         lines.append("")
