@@ -15,6 +15,7 @@ from nodice.bench.baselines.attention_varlen import varlen_kwargs
 from nodice.gate.pipeline import check
 from nodice.tasks import get_task
 from nodice.tasks._attention import HOPPER_SM_COUNT, SWEEP_LAYOUTS, layouts_for
+from nodice.tasks.base import Workload
 
 TASK = "attention_varlen"
 EXAMPLES = Path(nodice.__file__).parent / "examples" / TASK
@@ -163,6 +164,26 @@ def test_cpu_baseline_matches_the_reference_and_the_gpu_ones_are_listed() -> Non
     torch.testing.assert_close(
         loaded["torch SDPA per sequence"](*args), task.reference(*args), atol=2e-6, rtol=2e-5
     )
+
+
+def test_per_sequence_sdpa_runs_the_shapes_its_backend_refuses_on_the_math_backend() -> None:
+    from nodice.bench.baselines.attention_varlen import sdpa_per_sequence
+
+    # No CPU build has a cuDNN kernel: every sequence is refused. Short ones run on the math backend,
+    # a long one is an error rather than a row timed on another backend under cuDNN's name.
+    run = sdpa_per_sequence("CUDNN_ATTENTION")()
+    task = get_task(TASK)
+    short = task.workload_inputs(
+        Workload("short", {"lengths": [1, 5, 16], "Hq": 4, "Hkv": 2, "D": 32, "causal": True}),
+        torch.Generator().manual_seed(0), CPU, torch.float32,
+    )  # fmt: skip
+    torch.testing.assert_close(run(*short), task.reference(*short), atol=2e-6, rtol=2e-5)
+    long = task.workload_inputs(
+        Workload("long", {"lengths": [3, 17], "Hq": 4, "Hkv": 2, "D": 32, "causal": True}),
+        torch.Generator().manual_seed(0), CPU, torch.float32,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="No viable backend"):
+        run(*long)
 
 
 def test_varlen_keywords_bind_to_this_torchs_varlen_attn() -> None:
