@@ -110,13 +110,13 @@ def invariance(task, fn, problems, sizes) -> list[str]:
     for variant in problems:
         problem = task.problem(gen, DEVICE, DTYPE, **variant)
         target = task.samples(problem, gen, 1)[0]
-        alone = task.select(fn(*task.compose(problem, [target], gen)), 0)[0].clone()
+        args = task.compose(problem, [target], gen)
+        alone = task.select(fn(*args), 0, args)[0].clone()
         for batch in sizes:
             for slot in sorted({0, batch // 2, batch - 1}):
                 mates = task.samples(problem, gen, batch - 1)
-                out = task.select(
-                    fn(*task.compose(problem, [*mates[:slot], target, *mates[slot:]], gen)), slot
-                )[0]
+                args = task.compose(problem, [*mates[:slot], target, *mates[slot:]], gen)
+                out = task.select(fn(*args), slot, args)[0]
                 if not torch.equal(out, alone):
                     errors.append(
                         f"BI violation {variant or problem.dims} batch={batch} slot={slot}: "
