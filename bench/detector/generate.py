@@ -32,6 +32,7 @@ FAMILIES = (
     "attention_prefill",
     "attention_decode",
     "attention_varlen",
+    "dsa",
     "moe",
     "sampling",
     "gdn",

@@ -90,6 +90,7 @@ _ATTENTION = ForbiddenOps(
         {
             "flash_attn",
             "flash_attn_interface",
+            "flash_mla",
             "flashinfer",
             "xformers",
             "vllm",

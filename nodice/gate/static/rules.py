@@ -115,6 +115,14 @@ RULES: dict[str, Rule] = {
             "per-slot buffers summed afterwards), not in an order computed from the whole batch",
         ),
         Rule(
+            "sample_order_from_batch",
+            "reduction_order",
+            "a sample's own entries are sorted by keys computed from the whole batch",
+            "keep each sample's entries in an order of its own (the order it came in, or sorted by its "
+            "own values), not by their positions in a buffer or pool built from the whole batch: a "
+            "reduction over them then sums in an order its batchmates decide",
+        ),
+        Rule(
             "rng_seed_from_batch",
             "rng",
             "a random seed or offset depends on the batch or the sample's position",

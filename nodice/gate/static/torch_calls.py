@@ -309,6 +309,8 @@ class TorchMixin(TorchSinksMixin):
         taint = recv.taint
         if over_batch and taint is None and fn not in ("softmax", "log_softmax"):
             taint = (self.step(node, f"batch statistic: {fn} over the batch axis"),)
+        if fn in ("sort", "argsort") and recv.batch is not None and not over_batch:
+            self.sample_order(fn, recv, node)
         if fn in self.an.contract.routing_calls:
             self.routing(fn, recv, rest, kwargs, node, over_batch)
         keeps_batch = recv.batch is not None and not over_batch

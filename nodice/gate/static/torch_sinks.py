@@ -141,3 +141,18 @@ class TorchSinksMixin:
             (),
             self.step(node, f"{fn}"),
         )
+
+    def sample_order(self, fn: str, recv: V, node: ast.Call) -> None:
+        """A sort along a sample's own axis whose keys are batch statistics (positions in a batch-wide
+        union …): the order of the sample's entries, and of any reduction over them, is the batch's."""
+        if recv.taint is None or not any("batch statistic" in step for step in recv.taint):
+            return
+        self.an.report(
+            "sample_order_from_batch",
+            self.mod,
+            node,
+            "ORDER",
+            f"{fn} orders each sample's entries by keys computed from the whole batch",
+            recv.taint,
+            self.step(node, f"{fn} along the sample's own axis"),
+        )
