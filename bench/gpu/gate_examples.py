@@ -21,7 +21,7 @@ import triton
 
 from nodice.gate.pipeline import check
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "nodice" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "nodice" / "examples"
 
 
 def main() -> None:
