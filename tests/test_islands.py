@@ -1,22 +1,34 @@
-"""Two command agents as islands on one lineage: both evaluate, commits stay one linear history,
-each sees the other's commits, and a driver killed mid-run resumes."""
+"""Agents as islands on one lineage: both evaluate, commits stay one linear history, each sees the
+other's commits; command islands resume after a driver kill, LLM islands judge through the driver's
+executor (a scripted OpenAI-compatible server on loopback stands in for the model)."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
 import os
+import re
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from rich.console import Console
+
+from nodice.evaluation.executor import ExecutorConfig
+from nodice.evolution.agents.base import Agent
+from nodice.evolution.agents.openai_agent import OpenAIAgent
 from nodice.evolution.agents.rmsnorm_template import RowKnobs, render
+from nodice.evolution.engine import Engine
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
+from nodice.evolution.start import EvolveOptions, prepare_run
 from tests.conftest import ROOT, run_cli
+from tests.test_evolution_openai import API_KEY, Reply, ScriptedChatServer, _last_tool_results, _tool_calls
 
 BUDGET = 4
 
@@ -120,3 +132,62 @@ def test_two_command_islands_share_one_lineage_and_resume_after_a_driver_kill(tm
     status = run_cli("run", "status", "--run-dir", str(run_dir))
     assert status.returncode == 0, status.stderr
     assert "island 0: " in status.stdout and "island 1: " in status.stdout
+
+
+def _island_turn(done: dict[int, threading.Event], lineages: dict[int, str]) -> Reply:
+    """One reply of the scripted model, for whichever island's conversation asks."""
+
+    def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        island = int(re.findall(r"you are island (\d)", str(messages[1]["content"]))[0])
+        step = sum(1 for m in messages if m.get("role") == "assistant")
+        if step == 0:
+            return _tool_calls(("write_file", {"path": "kernel.py", "content": render(VARIANTS[island])}))
+        if step == 1:
+            return _tool_calls(("benchmark", {}))
+        if step == 2:
+            return _tool_calls(("commit", {"message": f"island {island}"}))
+        if step == 3:
+            # Both commits are decided before either island reads the lineage.
+            done[island].set()
+            assert done[1 - island].wait(120), "the other island never committed"
+            return _tool_calls(("list_lineage", {}))
+        if step == 4:
+            lineages[island] = _last_tool_results(messages)[0]
+        return {"role": "assistant", "content": "I have nothing more to try."}
+
+    return reply
+
+
+def test_two_llm_islands_judge_through_the_executor_and_read_each_others_commits(tmp_path: Path) -> None:
+    done = {0: threading.Event(), 1: threading.Event()}
+    lineages: dict[int, str] = {}
+    with ScriptedChatServer([_island_turn(done, lineages)] * 40) as server:
+        options = EvolveOptions(
+            task="rmsnorm", run_dir=tmp_path / "run", device="cpu", budget=4, agent="openai", model="m"
+        )
+        run, config, _ = prepare_run(options)
+        agents: list[Agent] = [OpenAIAgent(model="m", base_url=server.url, api_key=API_KEY) for _ in "01"]
+        console = Console(record=True, width=200, force_terminal=False)
+        engine = Engine(
+            run, config, agents[0], console=console, executor=ExecutorConfig("local", 2), islands=agents
+        )
+        summary = engine.execute()
+    assert not server.errors, server.errors
+    assert "every island stopped" in summary.stop_reason, summary.stop_reason
+
+    attempts = Journal(run.store_path).attempts()
+    assert (attempts[0].island, attempts[0].label) == (None, "seed")
+    assert sorted((a.island, a.label) for a in attempts[1:]) == [(0, "benchmark"), (1, "benchmark")]
+    # The two benchmarks were judged at the same time, by the driver's two workers.
+    (s1, e1), (s2, e2) = [(a.created - a.elapsed_s, a.created) for a in attempts[1:]]
+    assert s1 < e2 and s2 < e1
+    versions = Lineage(run.root).versions()
+    assert [v.version for v in versions] == list(range(len(versions))) and len(versions) >= 2
+    assert all(b.geomean >= a.geomean for a, b in itertools.pairwise(versions))
+    # Each island's lineage view lists every commit, the other island's included.
+    assert set(lineages) == {0, 1}
+    for text in lineages.values():
+        assert all(
+            f"v{v.version}{'' if v.island is None else f' (island {v.island})'} " in text for v in versions
+        )
+    assert any(f"(island {1 - k})" in text for k, text in lineages.items()), lineages
