@@ -132,6 +132,10 @@ def test_two_command_islands_share_one_lineage_and_resume_after_a_driver_kill(tm
     status = run_cli("run", "status", "--run-dir", str(run_dir))
     assert status.returncode == 0, status.stderr
     assert "island 0: " in status.stdout and "island 1: " in status.stdout
+    report = run_cli("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    html = (run_dir / "report.html").read_text()
+    assert f"cmd, island {versions[-1].island})" in html  # who committed the best version
 
 
 def _island_turn(done: dict[int, threading.Event], lineages: dict[int, str]) -> Reply:
