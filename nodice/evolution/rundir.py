@@ -245,6 +245,12 @@ class RunDir:
         token.touch()
         return token
 
+    def release_evaluation(self, token: Path) -> None:
+        """Its evaluation is recorded (or lost); call while holding :meth:`writing`."""
+        token.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # others still in flight
+            self.inflight.rmdir()
+
     def evaluations_in_flight(self) -> int:
         """Evaluations started by live processes and not yet recorded (a killed one's are forgotten)."""
         if not self.inflight.is_dir():

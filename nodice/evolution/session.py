@@ -210,7 +210,9 @@ class RunSession:
             ev, elapsed, _ = self._judge(c)
             return self._record(c, ev, elapsed)
         finally:
-            c.reservation.unlink(missing_ok=True)
+            if c.reservation.exists():  # not recorded: an error or an abort
+                with self.run.writing():
+                    self.run.release_evaluation(c.reservation)
 
     def _admit(self, c: Candidate) -> None:
         """Refuse a candidate the budget (counting evaluations in flight anywhere) or the run cannot take."""
@@ -321,7 +323,7 @@ class RunSession:
         with self.run.writing():
             self.journal.add_attempt(attempt)
             if c.reservation is not None:  # recorded: the journal counts it from now on
-                c.reservation.unlink(missing_ok=True)
+                self.run.release_evaluation(c.reservation)
         if outcome == "committing":
             self.commit_attempt(attempt)
         self._notify("attempt", attempt)
