@@ -28,16 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from nodice.evaluation.executor import ExecutorConfig
 from nodice.evolution.agents.base import Agent, AgentContext
+from nodice.evolution.engine import MAX_IDLE_STEPS
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.rundir import RunDir
 from nodice.evolution.session import BudgetExhausted, RunSession
 from nodice.evolution.tools import AgentTools
 
 if TYPE_CHECKING:
-    from nodice.evolution.engine import Engine
+    from nodice.evolution.engine import Engine  # the engine imports this module when it runs islands
 
-# Steps in a row without an evaluation before an island gives up on its agent.
-MAX_IDLE_STEPS = 25
 _WATCH_S = 0.5
 
 
