@@ -44,7 +44,6 @@ def test_evolve_with_two_local_workers_keeps_one_lineage(tmp_path: Path) -> None
         (["--workers", "0"], "--workers must be at least 1"),
         (["--ray-address", "127.0.0.1:1"], "--ray-address only applies with --executor ray"),
         (["--executor", "slurm"], "executor must be one of local, ray"),
-        (["--workers", "2", "--agent", "cmd:true"], "--workers 2 needs the builtin agent"),
     ],
 )
 def test_bad_executor_options_are_one_line_and_leave_no_run(

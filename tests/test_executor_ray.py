@@ -322,3 +322,35 @@ def test_a_slot_the_cluster_cannot_place_is_a_loss_not_a_hang(cluster: str, tmp_
         assert time.monotonic() - t0 < 30
     finally:
         slots.close()
+
+
+def _shape(value: object) -> object:
+    """A JSON value's structure: its keys, recursively (list items by their first)."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__ if value is not None else None
+
+
+def test_kernel_benchmark_on_the_cluster_writes_the_local_report(cluster: str, tmp_path: Path) -> None:
+    args = ["bench", "kernels", "--device", "cpu", "--task", "rmsnorm"]
+    on_ray = run_cli(
+        *args, "--json", str(tmp_path / "ray.json"), "--executor", "ray", "--ray-address", cluster
+    )
+    assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+    local = run_cli(*args, "--json", str(tmp_path / "local.json"), "--warm-workers", "0")
+    assert local.returncode == 0, local.stderr[-2000:]
+    ray_report, local_report = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("ray", "local"))
+
+    assert (ray_report["executor"], local_report["executor"]) == ("ray", "local")
+    ray_entry, local_entry = ray_report["tasks"]["rmsnorm"], local_report["tasks"]["rmsnorm"]
+    # Measured by a Ray worker of the cluster, with the ceilings measured on one of its slots.
+    assert ray_entry["node"] and local_entry["node"] is None and ray_report["limits"]["copy_gbps"] > 0
+    assert ray_entry["verdict"] == local_entry["verdict"] == "pass"
+    assert ray_entry["baselines_bi"] == local_entry["baselines_bi"]
+    # The same structure (SPEC §6 and the rest), but for the timings each run happened to record.
+    for report in (ray_report, local_report):
+        report["tasks"]["rmsnorm"].pop("timings_ms")
+        report["tasks"]["rmsnorm"].pop("node")
+    assert _shape(ray_report) == _shape(local_report)

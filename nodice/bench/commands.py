@@ -246,21 +246,30 @@ def kernels(
             "(default: about one per core, at most 8; 0: no warm-up phase)",
         ),
     ] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "--workers", min=1, help="with --executor ray: tasks in flight")
+    ] = 8,
 ) -> None:
     """Every task's best bundled kernel against every library baseline, timed in one run.
 
     First a warm-up phase builds every kernel the run will need and audits every baseline for
     batch invariance, in parallel; then the tasks are measured one after another on an idle device.
+    With --executor ray the tasks are measured side by side, one per GPU (or CPU) of the cluster,
+    without the warm-up phase.
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from nodice.bench.kernels import run_kernel_bench
     from nodice.bench.kernels_table import markdown as kernels_markdown
     from nodice.bench.kernels_table import render_task
+    from nodice.evaluation.executor import ExecutorConfig
     from nodice.tasks import CATALOG
 
     try:
-        dev = _device(device)
+        spread = ExecutorConfig(executor, jobs, ray_address).validate()
+        dev = _device(device, remote=executor == "ray")
     except NodiceError as exc:
         _fail(exc.line())
         return
@@ -313,6 +322,7 @@ def kernels(
                 on_done=done,
                 warm_workers=warm_workers,
                 on_warm=warming,
+                executor=spread if executor == "ray" else None,
             )
         except NodiceError as exc:
             _fail(exc.line())

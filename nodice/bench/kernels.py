@@ -15,6 +15,13 @@ another on an idle GPU, with the compiled code on disk and the audits' verdicts
 handed over (``warm_workers=0`` skips the warm-up: everything then happens in
 the measuring phase, as one task after another).
 
+On a Ray cluster (``executor`` of kind ``ray``) the tasks are measured side by
+side instead, one per slot (one GPU on cuda, one CPU on cpu), each in the same
+sandboxed evaluation on its node; the ceilings and the machine's description
+are measured once on one slot of the cluster, and the warm-up phase is skipped
+(each slot compiles and audits in its own evaluation, on a device of its own).
+The entries are merged into the one report in task order.
+
 The JSON (SPEC §6) is rewritten after every task, so a run stopped half-way
 keeps what it finished; ``resume`` skips the tasks a previous report already
 holds.
@@ -27,12 +34,14 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from nodice.bench.score import WorkloadScore, baseline_levels, geomean_ratio_best
 from nodice.errors import NodiceError
+from nodice.evaluation.executor import ExecutorConfig
 from nodice.kernels import bundled_kernel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +111,8 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
         "baselines_bi": meta.get("bi", {}),
         "baselines_missing": meta.get("missing", {}),
         "evaluation_s": round(evaluation.ms / 1e3, 1),
+        # The node of the cluster that measured it under --executor ray (None: this machine).
+        "node": evaluation.environment.get("ray_node"),
         # Where the time went: the gate's stages, the benchmark, loading and auditing the baselines.
         "timings_ms": {k: round(v, 1) for k, v in evaluation.timings.items()},
         "baselines_load_s": meta.get("load_s"),
@@ -129,9 +140,12 @@ def load_report(path: Path) -> dict[str, Any]:
     return data
 
 
-def new_report(device: str, ceilings: Any, versions: dict[str, str], machine: str) -> dict[str, Any]:
+def new_report(
+    device: str, ceilings: Any, versions: dict[str, str], machine: str, executor: str = "local"
+) -> dict[str, Any]:
     return {
         "format": FORMAT,
+        "executor": executor,
         "device": machine,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["nodice", *sys.argv[1:]]) if sys.argv else "",
@@ -156,9 +170,11 @@ def run_kernel_bench(
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
     warm_workers: int | None = None,
     on_warm: Callable[[int, Any], None] | None = None,
+    executor: ExecutorConfig | None = None,
 ) -> dict[str, Any]:
     """Benchmark ``tasks`` on ``device``; returns (and, with ``json_path``, keeps writing) the report.
 
+    ``executor`` of kind ``ray``: the tasks are measured side by side on the cluster's slots.
     ``warm_workers``: processes of the warm-up phase (None: about one per core; 0: no warm-up).
     ``on_warm(total_jobs, result)`` is called once with ``result=None`` before the warm-up, then
     after each of its jobs.
@@ -174,77 +190,113 @@ def run_kernel_bench(
     from nodice.tasks import get_task
 
     dev = torch.device(device)
-    if resume and json_path is not None and json_path.exists():
-        report = load_report(json_path)
-        if report.get("device_type") not in (None, device):
-            raise KernelBenchError(f"{json_path} was measured on {report.get('device_type')}, not {device}")
-        ceilings_dict = report.get("ceilings") or {}
-    else:
-        ceilings = ceilings_for(dev)
-        machine, versions = environment(device)
-        versions.update(gpu_versions())
-        report = new_report(device, ceilings, versions, machine)
-        ceilings_dict = ceilings.to_dict()
-    every = [b for t in tasks for b in baselines_for(t, dev)]
-    report["versions"].update(provider_versions(every))
-    todo = [t for t in tasks if t not in report["tasks"]]
-    resumed = bool(todo) and report is not None and bool(report["tasks"])
-    if resumed:
-        # A call that adds tasks keeps its own date, command and warm-up next to the first call's.
-        report.setdefault("resumed", []).append(
-            {
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "command": " ".join(["nodice", *sys.argv[1:]]) if sys.argv else "",
-            }
-        )
-    warmed: warm.WarmReport | None = None
-    warm.cache_environment()
-    if todo and warm_workers != 0:
-        jobs = warm.plan(todo, {t: bundled_kernel(t) for t in todo}, dev, workloads)
-        if on_warm is not None:
-            on_warm(len(jobs), None)
-        warmed = warm.warm_up(
-            jobs,
-            device,
-            seed=seed,
-            workers=warm_workers,
-            job_timeout_s=timeout_s,
-            on_result=(lambda r: on_warm(len(jobs), r)) if on_warm is not None else None,
-        )
-        (report["resumed"][-1] if resumed else report)["warm_up"] = warmed.summary()
-        if json_path is not None:
-            _write(json_path, report)
-    for task_name in todo:
-        kernel = bundled_kernel(task_name)
-        audits: dict[str, dict[str, Any]] = {}
-        if warmed is not None:
-            dtypes = [dtype_name(d) for d in audit_dtypes(get_task(task_name), dev)]
-            audits = warmed.audits(task_name, dtypes)
-        if on_start is not None:
-            on_start(task_name, kernel)
-        t0 = time.perf_counter()
-        with Evaluator(device=device, isolation="isolated", timeout_s=timeout_s) as ev:
-            evaluation = ev.evaluate(
-                kernel,
-                task_name,
-                bench=True,
-                seed=seed,
-                bench_options={
-                    "audit_baselines": True,
-                    "audits": audits,
-                    "ceilings": ceilings_dict,
-                    "workloads": (workloads or {}).get(task_name),
-                },
+    on_ray = executor is not None and executor.kind == "ray"
+    # On a cluster one evaluator holds every slot; locally each task gets a fresh one.
+    cluster = (
+        Evaluator(device=device, isolation="isolated", timeout_s=timeout_s, executor=executor)
+        if on_ray
+        else None
+    )
+    try:
+        if resume and json_path is not None and json_path.exists():
+            report = load_report(json_path)
+            if report.get("device_type") not in (None, device):
+                raise KernelBenchError(
+                    f"{json_path} was measured on {report.get('device_type')}, not {device}"
+                )
+            ceilings_dict = report.get("ceilings") or {}
+        elif on_ray:
+            from nodice.bench.ray_jobs import measure_on_cluster
+
+            ceilings, machine, versions = measure_on_cluster(device)
+            report = new_report(device, ceilings, versions, machine, "ray")
+            ceilings_dict = ceilings.to_dict()
+        else:
+            ceilings = ceilings_for(dev)
+            machine, versions = environment(device)
+            versions.update(gpu_versions())
+            report = new_report(device, ceilings, versions, machine)
+            ceilings_dict = ceilings.to_dict()
+        every = [b for t in tasks for b in baselines_for(t, dev)]
+        report["versions"].update(provider_versions(every))
+        todo = [t for t in tasks if t not in report["tasks"]]
+        resumed = bool(todo) and bool(report["tasks"])
+        if resumed:
+            # A call that adds tasks keeps its own date, command and warm-up next to the first call's.
+            report.setdefault("resumed", []).append(
+                {
+                    "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "command": " ".join(["nodice", *sys.argv[1:]]) if sys.argv else "",
+                }
             )
-        entry = task_record(task_name, kernel, evaluation)
-        entry["evaluation_s"] = round(time.perf_counter() - t0, 1)
-        if warmed is not None:
-            # Audits taken in the warm-up are marked so: the measuring phase did not spend that time.
-            entry["baselines_audited_in_warm_up"] = sorted(audits)
-            entry["warm_up_s"] = round(sum(r.seconds for r in warmed.results if r.job.task == task_name), 1)
-        report["tasks"][task_name] = entry
-        if json_path is not None:
-            _write(json_path, report)
-        if on_done is not None:
-            on_done(task_name, entry)
+        warmed: warm.WarmReport | None = None
+        warm.cache_environment()
+        if todo and warm_workers != 0 and not on_ray:
+            jobs = warm.plan(todo, {t: bundled_kernel(t) for t in todo}, dev, workloads)
+            if on_warm is not None:
+                on_warm(len(jobs), None)
+            warmed = warm.warm_up(
+                jobs,
+                device,
+                seed=seed,
+                workers=warm_workers,
+                job_timeout_s=timeout_s,
+                on_result=(lambda r: on_warm(len(jobs), r)) if on_warm is not None else None,
+            )
+            (report["resumed"][-1] if resumed else report)["warm_up"] = warmed.summary()
+            if json_path is not None:
+                _write(json_path, report)
+
+        def measure(task_name: str) -> dict[str, Any]:
+            kernel = bundled_kernel(task_name)
+            audits: dict[str, dict[str, Any]] = {}
+            if warmed is not None:
+                dtypes = [dtype_name(d) for d in audit_dtypes(get_task(task_name), dev)]
+                audits = warmed.audits(task_name, dtypes)
+            t0 = time.perf_counter()
+            options = {
+                "audit_baselines": True,
+                "audits": audits,
+                "ceilings": ceilings_dict,
+                "workloads": (workloads or {}).get(task_name),
+            }
+            if cluster is not None:
+                evaluation = cluster.evaluate(kernel, task_name, bench=True, seed=seed, bench_options=options)
+            else:
+                with Evaluator(device=device, isolation="isolated", timeout_s=timeout_s) as ev:
+                    evaluation = ev.evaluate(kernel, task_name, bench=True, seed=seed, bench_options=options)
+            entry = task_record(task_name, kernel, evaluation)
+            entry["evaluation_s"] = round(time.perf_counter() - t0, 1)
+            if warmed is not None:
+                # Audits taken in the warm-up are marked so: the measuring phase did not spend that time.
+                entry["baselines_audited_in_warm_up"] = sorted(audits)
+                entry["warm_up_s"] = round(
+                    sum(r.seconds for r in warmed.results if r.job.task == task_name), 1
+                )
+            return entry
+
+        def keep(task_name: str, entry: dict[str, Any]) -> None:
+            report["tasks"][task_name] = entry
+            if json_path is not None:
+                _write(json_path, report)
+            if on_done is not None:
+                on_done(task_name, entry)
+
+        if cluster is None:
+            for task_name in todo:
+                if on_start is not None:
+                    on_start(task_name, bundled_kernel(task_name))
+                keep(task_name, measure(task_name))
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, cluster.workers)) as pool:
+                futures = []
+                for task_name in todo:
+                    if on_start is not None:
+                        on_start(task_name, bundled_kernel(task_name))
+                    futures.append((task_name, pool.submit(measure, task_name)))
+                for task_name, future in futures:  # merged in task order, whichever slot was first
+                    keep(task_name, future.result())
+    finally:
+        if cluster is not None:
+            cluster.close()
     return report

@@ -5,6 +5,10 @@ spawned worker processes. Here each Ray slot (one GPU, or one CPU) is an actor
 that runs its job through the same function, in a spawned worker process on
 its node, with the same time limit; the candidate's folder travels with the
 job. A lost actor costs a retry of its job; a second loss is that job's error.
+
+:func:`measure_on_cluster` measures a benchmark's ceilings and describes the
+machine on one slot of the cluster, so every ``limit_fraction`` of a report
+measured there divides by numbers of the cluster's device, not the driver's.
 """
 
 from __future__ import annotations
@@ -19,11 +23,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodice.bench.detector.workers import JobOutcome, run_jobs
+from nodice.errors import NodiceError
 from nodice.evaluation.ray_executor import bundle_job, unpack_job
-from nodice.evaluation.ray_slots import RaySlots
+from nodice.evaluation.ray_slots import RaySlots, import_ray
+
+if TYPE_CHECKING:
+    from nodice.bench.ceilings import Ceilings
+
+# A slot that cannot be placed in this time (the cluster's GPUs are gone) is an error, not a hang.
+_MEASURE_TIMEOUT_S = 600.0
+
+
+class ClusterMeasureError(NodiceError):
+    kind = "kernel benchmark"
 
 
 class NodeJobs:
@@ -76,3 +91,34 @@ def run_jobs_ray(
             return list(pool.map(one, jobs))
     finally:
         slots.close(method=None)
+
+
+def _measure_here(device: str) -> tuple[dict[str, Any], str, dict[str, str]]:
+    """On a node: its ceilings, its description and its versions."""
+    import torch
+
+    from nodice.bench.ceilings import ceilings_for
+    from nodice.bench.provenance import environment, gpu_versions
+
+    ceilings = ceilings_for(torch.device(device))
+    machine, versions = environment(device)
+    versions.update(gpu_versions())
+    return ceilings.to_dict(), machine, versions
+
+
+def measure_on_cluster(device: str) -> tuple[Ceilings, str, dict[str, str]]:
+    """The ceilings, machine and versions of one slot (one GPU on cuda) of the joined cluster."""
+    from nodice.bench.ceilings import Ceilings
+
+    ray = import_ray()
+    options: dict[str, Any] = {"num_cpus": 1, **({"num_gpus": 1} if device == "cuda" else {})}
+    task = ray.remote(**options)(_measure_here)
+    try:
+        measured, machine, versions = ray.get(task.remote(device), timeout=_MEASURE_TIMEOUT_S)
+    except ray.exceptions.RayError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ClusterMeasureError(
+            f"measuring the ceilings on the Ray cluster failed: {first[:200]}"
+        ) from None
+    known = {k: v for k, v in measured.items() if k in Ceilings.__dataclass_fields__}
+    return Ceilings(**known), machine, versions

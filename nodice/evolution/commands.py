@@ -125,24 +125,27 @@ def evolve(
         # The agent first: a missing key or a bad spec must not leave a run directory behind.
         known = existing_config(opts)
         agent_spec = opts.agent or (known.agent if known else "builtin")
-        if workers > 1 and agent_spec != "builtin":
-            _fail(
-                f"--workers {workers} needs the builtin agent: LLM and command agents evaluate one "
-                "candidate at a time (use --workers 1)"
+        # The builtin agent proposes N candidates at a time; LLM and command agents run as N islands.
+        islands = workers if agent_spec != "builtin" else 1
+        agents = [
+            make_agent(
+                agent_spec,
+                model=opts.model or (known.model if known else None),
+                base_url=opts.base_url or (known.base_url if known else None),
+                api_key=api_key,
+                rng_seed=opts.rng_seed if opts.rng_seed is not None else (known.rng_seed if known else 0),
             )
-        ag = make_agent(
-            agent_spec,
-            model=opts.model or (known.model if known else None),
-            base_url=opts.base_url or (known.base_url if known else None),
-            api_key=api_key,
-            rng_seed=opts.rng_seed if opts.rng_seed is not None else (known.rng_seed if known else 0),
-        )
+            for _ in range(islands)
+        ]
         run, config, resumed = prepare_run(opts)
         if resumed:
             out.print(f"resuming the run in {run.root}", highlight=False)
         if not config.bi:
             out.print("vanilla run (--no-bi): commits need correctness and speed only", highlight=False)
-        summary = Engine(run, config, ag, console=out, executor=spread).execute()
+        if islands > 1:
+            out.print(f"{islands} {agent_spec.partition(':')[0]} islands on one lineage", highlight=False)
+        engine = Engine(run, config, agents[0], console=out, executor=spread, islands=agents)
+        summary = engine.execute()
     except NodiceError as exc:
         _fail(exc.line())
     out.print(
@@ -257,14 +260,20 @@ def _find_run(run_dir: Path | None) -> Path:
 
 
 def _open_session(run_dir: Path | None) -> RunSession:
+    from nodice.evaluation.executor import ExecutorConfig
     from nodice.evolution.rundir import RunDir
     from nodice.evolution.session import RunSession
 
-    run = RunDir(_find_run(run_dir))
+    # Set by `nodice evolve` for the agent command it launches: its island, where to evaluate.
+    island = os.environ.get("NODICE_ISLAND", "")
+    run = RunDir(_find_run(run_dir), island=int(island) if island.isdigit() else None)
     if not run.exists():
         _fail(f"{run.root} is not a nodice run")
+    kind = os.environ.get("NODICE_EXECUTOR", "local")
+    address = os.environ.get("NODICE_RAY_ADDRESS") if kind == "ray" else None
     try:
-        return RunSession(run, run.load_config())
+        executor = ExecutorConfig(kind, 1, address).validate()
+        return RunSession(run, run.load_config(), executor=executor)
     except NodiceError as exc:
         _fail(exc.line())
 
@@ -335,6 +344,7 @@ def run_status(
             "rejections": session.journal.rejections_by_reason(),
             "direction": current,
             "direction_text": direction(current).text if current else "",
+            "islands": _island_counts(session),
         }
     finally:
         session.close()
@@ -351,6 +361,21 @@ def run_status(
     print(f"rejections: {status['rejections'] or 'none'}")
     if current:
         print(f"direction: {current} — {status['direction_text']}")
+    for number, counts in status["islands"].items():  # type: ignore[attr-defined]
+        print(f"island {number}: {counts['evaluations']} evaluations, {counts['commits']} commits")
+
+
+def _island_counts(session: RunSession) -> dict[str, dict[str, int]]:
+    """Evaluations and commits of each island, when several agents shared the lineage."""
+    done = session.journal.count_by_island()
+    commits: dict[int, int] = {}
+    for v in session.versions():
+        if v.island is not None:
+            commits[v.island] = commits.get(v.island, 0) + 1
+    return {
+        str(k): {"evaluations": done.get(k, 0), "commits": commits.get(k, 0)}
+        for k in sorted(set(done) | set(commits))
+    }
 
 
 @run_app.command("lineage")

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from nodice.evaluation.executor import ExecutorConfig
 from nodice.evolution.agents.base import Agent, AgentContext
-from nodice.evolution.journal import Attempt
+from nodice.evolution.journal import Attempt, Intervention
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.progress import Progress, ProgressState
 from nodice.evolution.rundir import RunConfig, RunDir
@@ -69,10 +69,14 @@ class Engine:
         evaluator: Any = None,
         console: Console | None = None,
         executor: ExecutorConfig | None = None,
+        islands: list[Agent] | None = None,
     ):
         self.run = run
         self.config = config
         self.agent = agent
+        # More than one: each is an island on the one lineage (``agent`` is the first of them).
+        self.agents = islands or [agent]
+        self.island_sessions: list[RunSession] = []
         self.console = console or Console()
         self.session = RunSession(run, config, evaluator, executor)
         self.supervisor = Supervisor(
@@ -141,10 +145,16 @@ class Engine:
             if iv is not None:
                 with self.run.writing():
                     journal.add_intervention(iv)
-                self.session.direction = iv.chosen
-                self.agent.redirect(as_direction(iv), iv.review)
+                self._redirect(iv)
                 self.progress.intervention(iv)
         self.save_state("running")
+
+    def _redirect(self, iv: Intervention) -> None:
+        """The supervisor's direction, for every agent (every island) from now on."""
+        for session in [self.session, *self.island_sessions]:
+            session.direction = iv.chosen
+        for agent in self.agents:
+            agent.redirect(as_direction(iv), iv.review)
 
     def save_state(self, status: str) -> None:
         versions = self.session.versions()
@@ -174,6 +184,7 @@ class Engine:
                 "interventions": len(self.session.journal.interventions()),
                 "elapsed_s": round(self.elapsed(), 1),
                 "stop_reason": self.stop_reason,
+                "islands": len(self.agents) if len(self.agents) > 1 else None,
                 "updated": time.time(),
             }
         )
@@ -193,8 +204,7 @@ class Engine:
         interventions = self.session.journal.interventions()
         if interventions:
             last = interventions[-1]
-            self.session.direction = last.chosen
-            self.agent.redirect(as_direction(last), last.review)
+            self._redirect(last)
             self.progress.state.direction = last.chosen
             self.progress.state.interventions = len(interventions)
 
@@ -222,7 +232,8 @@ class Engine:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self.agent.close()
+            for agent in self.agents:
+                agent.close()
             self.session.close()
         s = self.progress.state
         return EvolveSummary(
@@ -252,6 +263,11 @@ class Engine:
         )
         self._evaluate_seed()
         self.observe()
+        if len(self.agents) > 1:
+            from nodice.evolution.islands import run_islands
+
+            run_islands(self, self.agents)
+            return
         self.agent.start(ctx)
         idle = 0
         while not self.should_stop():

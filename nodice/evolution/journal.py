@@ -7,6 +7,7 @@ one transaction, so a run killed at any moment holds only complete rows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -36,7 +37,8 @@ CREATE TABLE IF NOT EXISTS evolution_attempts (
     version INTEGER,
     sha TEXT,
     direction TEXT NOT NULL DEFAULT '',
-    elapsed_s REAL NOT NULL DEFAULT 0
+    elapsed_s REAL NOT NULL DEFAULT 0,
+    island INTEGER
 );
 CREATE TABLE IF NOT EXISTS evolution_interventions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -78,6 +80,8 @@ class Attempt:
     sha: str | None = None
     direction: str = ""
     elapsed_s: float = 0.0
+    # Which island proposed it when several agents share the lineage (None: the run's one agent).
+    island: int | None = None
 
     @property
     def rejection(self) -> str | None:
@@ -117,6 +121,11 @@ class Journal:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(evolution_attempts)")}
+        if "island" not in columns:  # a store written before islands
+            # Another process may have added it a moment ago.
+            with contextlib.suppress(sqlite3.OperationalError):
+                self._db.execute("ALTER TABLE evolution_attempts ADD COLUMN island INTEGER")
 
     def close(self) -> None:
         self._db.close()
@@ -126,7 +135,7 @@ class Journal:
         cur = self._db.execute(
             "INSERT INTO evolution_attempts (created, agent, label, description, files_sha, files, bench,"
             " verdict, reason, geomean, scores, stages, feedback, outcome, best_before, version, sha,"
-            " direction, elapsed_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " direction, elapsed_s, island) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 a.created or time.time(),
                 a.agent,
@@ -147,6 +156,7 @@ class Journal:
                 a.sha,
                 a.direction,
                 a.elapsed_s,
+                a.island,
             ),
         )
         a.id = int(cur.lastrowid or 0)
@@ -164,8 +174,8 @@ class Journal:
     def attempts(self, since: int = 0) -> list[Attempt]:
         rows = self._db.execute(
             "SELECT id, created, agent, label, description, files_sha, files, bench, verdict, reason,"
-            " geomean, scores, stages, feedback, outcome, best_before, version, sha, direction, elapsed_s"
-            " FROM evolution_attempts WHERE id > ? ORDER BY id",
+            " geomean, scores, stages, feedback, outcome, best_before, version, sha, direction, elapsed_s,"
+            " island FROM evolution_attempts WHERE id > ? ORDER BY id",
             (since,),
         ).fetchall()
         return [_attempt(r) for r in rows]
@@ -182,6 +192,12 @@ class Journal:
 
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM evolution_attempts").fetchone()[0])
+
+    def count_by_island(self) -> dict[int, int]:
+        rows = self._db.execute(
+            "SELECT island, COUNT(*) FROM evolution_attempts WHERE island IS NOT NULL GROUP BY island"
+        )
+        return {int(k): int(n) for k, n in rows}
 
     def rejections_by_reason(self) -> dict[str, int]:
         return dict(Counter(a.rejection for a in self.attempts() if a.rejection))
@@ -234,4 +250,5 @@ def _attempt(r: tuple[Any, ...]) -> Attempt:
         sha=r[17],
         direction=r[18],
         elapsed_s=r[19],
+        island=r[20],
     )

@@ -60,6 +60,8 @@ class VersionRecord:
     unit: str = ""
     # Geomean of the per-workload ratios to the fastest baseline (None when a workload had none).
     ratio_best: float | None = None
+    # The island whose agent proposed it, when several share the lineage.
+    island: int | None = None
     # False when read back from the trailers alone (its note was lost to a kill before it was written).
     noted: bool = field(default=True, compare=False)
 
@@ -76,6 +78,7 @@ class VersionRecord:
             ("Nodice-Stages", stages or "-"),
             ("Nodice-Scores", scores or "-"),
             ("Nodice-Agent", self.agent),
+            *([("Nodice-Island", str(self.island))] if self.island is not None else []),
         ]
 
     def message(self, best_before: float | None) -> str:
@@ -251,6 +254,7 @@ def _from_trailers(body: str) -> VersionRecord | None:
         description=body.split("\n\n", 2)[1] if body.count("\n\n") >= 2 else "",
         agent=trailers.get("Nodice-Agent", ""),
         created=0.0,
+        island=int(trailers["Nodice-Island"]) if trailers.get("Nodice-Island", "").isdigit() else None,
         unit=LEGACY_UNIT if unit is None else ("" if unit == "-" else unit),
         ratio_best=None if ratio in ("", "-") else float(ratio),
     )

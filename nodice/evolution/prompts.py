@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nodice.evolution.scores import score_brief, standing_text
+from nodice.evolution.scores import score_brief, standing_text, value_text
 from nodice.evolution.session import RunSession
 
 ROLE = """\
@@ -68,13 +68,27 @@ def run_summary(session: RunSession) -> str:
         standing = standing_text(best.geomean, best.unit, best.ratio_best)
         lines.append(f"best version: v{best.version}, geomean {standing} ({best.description})")
         lines.append(f"committed versions: {len(versions)}")
+        if session.run.island is not None:
+            lines += [
+                f"  v{v.version}{_by(v.island)}: {value_text(v.geomean, v.unit)} — {v.description[:100]}"
+                for v in versions[-5:]
+            ]
     else:
         lines.append("no version committed yet: the seed did not pass, make it pass first")
     recent = session.journal.attempts()[-5:]
     if recent:
         lines.append("recent attempts:")
-        lines += [f"  #{a.id} {a.label}: {a.outcome} {a.reason[:140]}" for a in recent]
+        lines += [f"  #{a.id}{_by(a.island)} {a.label}: {a.outcome} {a.reason[:140]}" for a in recent]
+    if session.run.island is not None:
+        lines.append(
+            f"you are island {session.run.island}: other islands search the same lineage at the same "
+            "time; their commits raise the bar your candidates must meet"
+        )
     return "\n".join(lines)
+
+
+def _by(island: int | None) -> str:
+    return "" if island is None else f" by island {island}"
 
 
 def task_brief(session: RunSession) -> str:

@@ -7,7 +7,9 @@ Layout::
       run.json              what was asked: task, device, agent, budgets (written atomically)
       state.json            a cache of the run's progress for people and tools (written atomically)
       results.sqlite        the result store: every evaluation, every supervisor intervention
-      scratch/              snapshots under evaluation (removed after each one)
+      scratch/              snapshots under evaluation (removed after each one), and
+                            scratch/inflight/: one file per evaluation started and not yet recorded
+      islands/K/            island K's own workspace, when several agents share the lineage
 
 Git and the result store are the truth; ``state.json`` is rebuilt from them on
 every start, so a run killed at any instant resumes without losing a
@@ -37,6 +39,7 @@ run.json
 state.json
 results.sqlite*
 scratch/
+islands/
 report.html
 *.png
 .lock
@@ -99,15 +102,37 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-class RunDir:
-    """Paths and file-level operations of one run directory."""
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
-    def __init__(self, root: str | Path):
+
+class RunDir:
+    """Paths and file-level operations of one run directory.
+
+    With ``island`` K, the workspace is island K's own folder (``islands/K``): several agents then
+    edit side by side while every commit still lands in the one ``workspace/`` tracked by git.
+    """
+
+    def __init__(self, root: str | Path, island: int | None = None):
         self.root = Path(root).resolve()
+        self.island = island
 
     # ---- paths -------------------------------------------------------------
     @property
+    def home(self) -> RunDir:
+        """The run itself: its ``workspace/`` is the one git tracks."""
+        return self if self.island is None else RunDir(self.root)
+
+    @property
     def workspace(self) -> Path:
+        if self.island is not None:
+            return self.root / "islands" / str(self.island)
         return self.root / WORKSPACE
 
     @property
@@ -207,6 +232,37 @@ class RunDir:
 
     def clear_scratch(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ---- evaluations in flight, across processes --------------------------------------
+    @property
+    def inflight(self) -> Path:
+        return self.scratch / "inflight"
+
+    def reserve_evaluation(self) -> Path:
+        """Mark one evaluation as started by this process; call while holding :meth:`writing`."""
+        self.inflight.mkdir(parents=True, exist_ok=True)
+        token = self.inflight / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        token.touch()
+        return token
+
+    def release_evaluation(self, token: Path) -> None:
+        """Its evaluation is recorded (or lost); call while holding :meth:`writing`."""
+        token.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # others still in flight
+            self.inflight.rmdir()
+
+    def evaluations_in_flight(self) -> int:
+        """Evaluations started by live processes and not yet recorded (a killed one's are forgotten)."""
+        if not self.inflight.is_dir():
+            return 0
+        live = 0
+        for token in self.inflight.iterdir():
+            pid = token.name.partition("-")[0]
+            if pid.isdigit() and _alive(int(pid)):
+                live += 1
+            else:
+                token.unlink(missing_ok=True)
+        return live
 
     def resolve_in_workspace(self, rel: str) -> Path:
         """``rel`` inside the workspace, refusing absolute paths and escapes through ``..`` or links."""

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodice.errors import NodiceError
@@ -68,6 +69,8 @@ class Candidate:
     description: str = ""
     bench: bool = True
     commit_if_eligible: bool = False
+    # Its mark in ``scratch/inflight`` while it is judged (evaluations of other processes count too).
+    reservation: Path | None = None
 
 
 def files_digest(files: dict[str, str]) -> str:
@@ -125,6 +128,12 @@ class RunSession:
             return 1
         return int(getattr(self.evaluator, "workers", 1))
 
+    def release_evaluator(self) -> None:
+        """End this session's workers now (a later evaluation starts them again)."""
+        if self._evaluator is not None and self._owns_evaluator:
+            self._evaluator.close()
+            self._evaluator = None
+
     def close(self) -> None:
         if self._pool is not None:
             # Unrecorded evaluations (an abort) are lost like an evaluation in progress at a kill; closing
@@ -169,6 +178,12 @@ class RunSession:
     def evaluations_done(self) -> int:
         return self.journal.count()
 
+    def own_evaluations(self) -> int:
+        """Evaluations of this session's island (of the whole run without islands)."""
+        if self.run.island is None:
+            return self.evaluations_done()
+        return self.journal.count_by_island().get(self.run.island, 0)
+
     def evaluations_left(self) -> int | None:
         if self.config.budget is None:
             return None
@@ -188,14 +203,21 @@ class RunSession:
         """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed."""
         files = self.run.workspace_files() if files is None else files
         c = Candidate(files, agent, label, description, bench, commit_if_eligible)
-        self._admit(c)
-        ev, elapsed, _ = self._judge(c)
-        return self._record(c, ev, elapsed)
+        with self.run.writing():  # admitted and marked in flight at once: islands share the budget
+            self._admit(c)
+            c.reservation = self.run.reserve_evaluation()
+        try:
+            ev, elapsed, _ = self._judge(c)
+            return self._record(c, ev, elapsed)
+        finally:
+            if c.reservation.exists():  # not recorded: an error or an abort
+                with self.run.writing():
+                    self.run.release_evaluation(c.reservation)
 
     def _admit(self, c: Candidate) -> None:
-        """Refuse a candidate the budget (counting evaluations in flight) or the run cannot take."""
+        """Refuse a candidate the budget (counting evaluations in flight anywhere) or the run cannot take."""
         left = self.evaluations_left()
-        if left is not None and left - len(self._pending) <= 0:
+        if left is not None and left - len(self._pending) - self.run.evaluations_in_flight() <= 0:
             raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
         if KERNEL_FILE not in c.files:
             raise NodiceError(f"the workspace has no {KERNEL_FILE}")
@@ -296,9 +318,12 @@ class RunSession:
             best_before=best,
             direction=self.direction,
             elapsed_s=round(elapsed, 3),
+            island=self.run.island,
         )
         with self.run.writing():
             self.journal.add_attempt(attempt)
+            if c.reservation is not None:  # recorded: the journal counts it from now on
+                self.run.release_evaluation(c.reservation)
         if outcome == "committing":
             self.commit_attempt(attempt)
         self._notify("attempt", attempt)
@@ -372,15 +397,18 @@ class RunSession:
                 files=sorted(attempt.files),
                 unit=unit,
                 ratio_best=ratio_best_of(attempt.scores),
+                island=attempt.island,
             )
-            current = self.run.workspace_files()
-            self.run.write_workspace(attempt.files)
+            # The tracked workspace, whichever island's folder the agent edits.
+            home = self.run.home
+            current = home.workspace_files()
+            home.write_workspace(attempt.files)
             self.lineage.commit_version(record, best)
             self._mark_committed(attempt, record.sha, record.version)
             self._notify("commit", attempt)
-            if current != attempt.files and current:
+            if current != attempt.files and current and home is self.run:
                 # The agent kept editing after this snapshot: give it its work back, uncommitted.
-                self.run.write_workspace(current)
+                home.write_workspace(current)
         standing = standing_text(record.geomean, record.unit, record.ratio_best)
         return CommitResult(True, f"committed v{record.version} (geomean {standing})", attempt, record)
 

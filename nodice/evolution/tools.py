@@ -239,7 +239,8 @@ class AgentTools:
         for v in versions:
             scores = ", ".join(f"{s['workload']}={s.get('score', 0):.4g}" for s in v.scores)
             standing = standing_text(v.geomean, v.unit, v.ratio_best)
-            lines.append(f"v{v.version} {v.sha[:10]} geomean {standing} [{scores}] — {v.description}")
+            by = "" if v.island is None else f" (island {v.island})"
+            lines.append(f"v{v.version}{by} {v.sha[:10]} geomean {standing} [{scores}] — {v.description}")
         return "\n".join(lines)
 
     def show_version(self, version: int, diff: bool = False) -> str:

@@ -221,12 +221,17 @@ def _versions(data: RunData) -> str:
         label = "diff against the previous version" if v.diff.strip() else "source"
         parts.append(
             f"<h3>v{r.version} — geomean {_e(_value(data, r.geomean))}{_e(versus)} "
-            f"<span class='sub'>({_e(r.sha[:10])}, {_e(r.agent)})"
+            f"<span class='sub'>({_e(r.sha[:10])}, {_e(_who(r.agent, r.island))})"
             f"</span></h3><p>{_e(r.description)}</p>"
             f"<p class='sub'>gate: {_e(stages)}<br>scores: {_e(scores)}</p>"
             f"<details><summary>{label}</summary>{body}</details>"
         )
     return "".join(parts) or "<p>No version was committed.</p>"
+
+
+def _who(agent: str, island: int | None) -> str:
+    """The agent, and its island when several shared the lineage."""
+    return agent if island is None else f"{agent}, island {island}"
 
 
 def _rejections(data: RunData) -> str:
@@ -240,7 +245,7 @@ def _rejections(data: RunData) -> str:
             else ""
         )
         rows.append(
-            f"<tr><td>#{a.id}</td><td>{_e(a.agent)}</td><td>{_e(a.label)}</td>"
+            f"<tr><td>#{a.id}</td><td>{_e(_who(a.agent, a.island))}</td><td>{_e(a.label)}</td>"
             f"<td class='o-{_e(a.outcome)}'>{_e(a.outcome)}</td><td>{_e(reason[:400])}</td></tr>"
         )
     if not rows:

@@ -77,7 +77,7 @@ class ChatAgent(Agent):
         return self.opening + [m for t in self.turns for m in t]
 
     def step(self, ctx: AgentContext) -> StepReport:
-        before = ctx.session.evaluations_done()
+        before = ctx.session.own_evaluations()
         if self.pending_note:
             # The supervisor's word reaches the model before its next reply.
             self.add_note(self.turns[-1] if self.turns else self.opening, self.pending_note)
@@ -105,7 +105,7 @@ class ChatAgent(Agent):
             )
             turn.append(self.user_message(nudge))
         self.turns.append(turn)
-        made = ctx.session.evaluations_done() - before
+        made = ctx.session.own_evaluations() - before
         names = ", ".join(c.name for c in reply.tool_calls) or "no tool call"
         self.quiet_replies = 0 if reply.tool_calls else self.quiet_replies + 1
         exhausted = self.quiet_replies >= _MAX_QUIET_REPLIES

@@ -7,6 +7,11 @@ replaced by the prompt file's path; the prompt is also given on standard input
 and in ``NODICE_PROMPT_FILE``. When the command exits with budget left, it is
 launched again with a fresh prompt (the run's state and the supervisor's
 direction); a launch that evaluates nothing twice in a row ends the run.
+
+As one of several islands (``nodice evolve --workers N``) the command runs in island K's own
+workspace with ``NODICE_ISLAND=K`` set, and each launch starts from the best version committed
+by any island. Under ``--executor ray`` its ``nodice run eval`` judges on the same cluster
+(``NODICE_EXECUTOR``, ``NODICE_RAY_ADDRESS``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from nodice.evaluation.executor import ExecutorConfig
 from nodice.evolution.agents.base import Agent, AgentContext, AgentError, StepReport
 from nodice.evolution.prompts import command_prompt
 
@@ -27,6 +33,8 @@ _POLL_S = 0.5
 
 class CommandAgent(Agent):
     name = "cmd"
+    # Its evaluations run in its own `nodice run eval` processes, not on the driver's workers.
+    evaluates_in_process = False
 
     def __init__(self, command: str, launch_timeout_s: float | None = None) -> None:
         super().__init__()
@@ -46,6 +54,7 @@ class CommandAgent(Agent):
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         env["NODICE_RUN_DIR"] = str(run.root)
         env["NODICE_PROMPT_FILE"] = str(prompt_path)
+        env.update(child_environment(run.island, ctx.session.executor))
         started = time.monotonic()
         with open(prompt_path, "rb") as stdin, open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -80,18 +89,31 @@ class CommandAgent(Agent):
         self.launches += 1
         prompt_path = run.workspace / "PROMPT.md"
         direction = self.direction.text if self.direction else ""
+        if run.island is not None:
+            run.write_workspace(session.best_files())  # the others' commits are this launch's start
         prompt_path.write_text(command_prompt(session, direction), encoding="utf-8")
         logs = run.root / "logs"
         logs.mkdir(exist_ok=True)
-        before = session.evaluations_done()
-        code = self._launch(ctx, prompt_path, logs / "agent.log")
-        made = session.evaluations_done() - before
+        log = logs / ("agent.log" if run.island is None else f"agent-island{run.island}.log")
+        before = session.own_evaluations()
+        code = self._launch(ctx, prompt_path, log)
+        made = session.own_evaluations() - before
         self.idle_launches = 0 if made else self.idle_launches + 1
         return StepReport(
             made,
             f"launch {self.launches} exited {code} after {made} evaluation(s)",
             exhausted=self.idle_launches >= 2,
         )
+
+
+def child_environment(island: int | None, executor: ExecutorConfig | None) -> dict[str, str]:
+    """What tells a `nodice run` command of the agent its island and where to evaluate."""
+    env = {"NODICE_ISLAND": str(island)} if island is not None else {}
+    if executor is not None and executor.kind == "ray":
+        env["NODICE_EXECUTOR"] = "ray"
+        # A cluster of its own would end with the command: the child joins a running one.
+        env["NODICE_RAY_ADDRESS"] = executor.ray_address or os.environ.get("RAY_ADDRESS") or "auto"
+    return env
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
