@@ -17,6 +17,7 @@ CATALOG = (
     "attention_prefill",
     "attention_decode",
     "attention_varlen",
+    "mla_decode",
     "moe",
     "sampling",
     "gdn",
