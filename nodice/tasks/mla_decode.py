@@ -93,7 +93,7 @@ _GPU = _Sizes(page=PAGE_SIZE, heads=(16, 64, 128), lengths=(200, 3000))
 # heads (the interpreter pays per program, not per head).
 _Plan = list[tuple[dict[str, Any], list[tuple[int, int, tuple[int, int]]]]]
 _CPU_CONTEXTS: _Plan = [
-    ({"heads": 4}, [(34, 33, (1, 16)), (5, 4, (1, 1)), (6, 0, (200, 500)), (9, 4, (1, 300))]),
+    ({"heads": 4}, [(34, 33, (1, 16)), (5, 4, (1, 1)), (6, 0, (300, 600)), (9, 4, (1, 300))]),
     ({"heads": 16}, [(5, 2, (1, 8)), (7, 3, (150, 400))]),
     # FlashInfer-Bench's ps1 layout: every token its own page, placement at token granularity.
     ({"heads": 16, "page": 1}, [(4, 1, (1, 300))]),
