@@ -32,6 +32,7 @@ FAMILIES = (
     "attention_prefill",
     "attention_decode",
     "attention_varlen",
+    "mla_decode",
     "moe",
     "sampling",
     "gdn",

@@ -137,8 +137,10 @@ def kernel(q_nope, q_pe, ckv_cache, kpe_cache, block_table, seq_lens, sm_scale):
     kpe_dim = q_pe.shape[2]
     page = ckv_cache.shape[1]
     table_width = block_table.shape[1]
+    # The tile and the split size are constants: a request's splits start at the same tokens in any batch.
+    block_n, split_tokens = BLOCK_N, SPLIT_TOKENS
     # Enough splits for the widest block table; a request's splits past its end exit at once.
-    max_splits = triton.cdiv(table_width * page, SPLIT_TOKENS)
+    max_splits = triton.cdiv(table_width * page, split_tokens)
     head_blocks = triton.cdiv(heads, BLOCK_H)
     block_table = block_table.contiguous()
     seq_lens = seq_lens.contiguous()
@@ -164,8 +166,8 @@ def kernel(q_nope, q_pe, ckv_cache, kpe_cache, block_table, seq_lens, sm_scale):
         KPE=kpe_dim,
         PAGE=page,
         BLOCK_H=BLOCK_H,
-        BLOCK_N=BLOCK_N,
-        SPLIT_TOKENS=SPLIT_TOKENS,
+        BLOCK_N=block_n,
+        SPLIT_TOKENS=split_tokens,
         num_warps=8,
     )
     o = torch.empty_like(q_nope)
@@ -179,7 +181,7 @@ def kernel(q_nope, q_pe, ckv_cache, kpe_cache, block_table, seq_lens, sm_scale):
         heads,
         CKV=ckv_dim,
         BLOCK_H=BLOCK_H,
-        SPLIT_TOKENS=SPLIT_TOKENS,
+        SPLIT_TOKENS=split_tokens,
         num_warps=4,
     )
     return o
