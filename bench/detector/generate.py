@@ -33,6 +33,7 @@ FAMILIES = (
     "attention_decode",
     "attention_varlen",
     "dsa",
+    "mla_decode",
     "moe",
     "sampling",
     "gdn",

@@ -18,6 +18,7 @@ CATALOG = (
     "attention_decode",
     "attention_varlen",
     "dsa",
+    "mla_decode",
     "moe",
     "sampling",
     "gdn",

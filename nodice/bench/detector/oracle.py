@@ -63,6 +63,7 @@ _CPU_SWEEP = {
     "attention_decode": 6,
     "attention_varlen": 6,
     "dsa": 6,
+    "mla_decode": 6,
     "moe": 10,
     "gdn": 6,
     "sampling": 10,
@@ -80,6 +81,7 @@ _CPU_EXTRA: dict[str, tuple[int, ...]] = {
     "attention_decode": (8, 9, 16, 17),
     "attention_varlen": (8, 9, 16, 17, 33),
     "dsa": (8, 9, 16, 17, 34),
+    "mla_decode": (8, 9, 16, 17),
     "gdn": (8, 9, 16, 17),
 }
 _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
@@ -91,6 +93,7 @@ _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "attention_decode": (48, (64, 96, 128, 132)),
     "attention_varlen": (24, (32, 33, 64, 132)),
     "dsa": (24, (32, 33, 64, 132, 133)),
+    "mla_decode": (48, (64, 96, 128, 132)),
     "moe": (64, (96, 128, 256, 512)),
     "sampling": (64, (128, 132, 256)),
     "gdn": (16, (24, 32)),
