@@ -20,6 +20,7 @@ CATALOG = (
     "moe",
     "sampling",
     "gdn",
+    "kda",
 )
 
 __all__ = [

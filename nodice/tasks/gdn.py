@@ -85,14 +85,21 @@ _GDN_TOLERANCES = {
 
 
 def recurrence_blocks(
-    batch: int, length: int, heads: int, dk: int, dv: int, budget: int | None = None
+    batch: int,
+    length: int,
+    heads: int,
+    dk: int,
+    dv: int,
+    budget: int | None = None,
+    decay_channels: int = 1,
 ) -> tuple[int, int]:
     """(sequences, tokens) per block of :func:`gated_delta_rule`: the sequences' fp32 states
     (with a rank-1 update and a transient of the same size) and the block's fp32 q, k, v, o,
-    o's cast copy, decay and beta fit the scratch budget, one token of one sequence at least."""
+    o's cast copy, decay (``decay_channels`` per head: 1, or Dk for a per-channel gate) and
+    beta fit the scratch budget, one token of one sequence at least."""
     budget = scratch_budget(budget)
     state = 3 * heads * dk * dv * 4
-    token = heads * (2 * dk + 3 * dv + 2) * 4
+    token = heads * (2 * dk + 3 * dv + 1 + decay_channels) * 4
     sequences = max(1, min(batch, budget // (state + token)))
     tokens = max(1, min(length, (budget - sequences * state) // (sequences * token)))
     return sequences, tokens
@@ -110,6 +117,8 @@ def gated_delta_rule(
 ) -> torch.Tensor:
     """The recurrence token by token in fp32: o[B,T,Hh,Dv] in ``out_dtype``, each value rounded once.
 
+    ``g`` is one log-decay per head (``[B,T,Hh]``, gated DeltaNet) or one per key
+    channel (``[B,T,Hh,Dk]``, Kimi delta attention: ``S ← diag(exp(g))·S``).
     Sequences are independent and the state carries all a token passes on, so
     the work runs in blocks of sequences and tokens (:func:`recurrence_blocks`)
     whose fp32 copies fit the scratch budget; the arithmetic of each token is
@@ -117,7 +126,8 @@ def gated_delta_rule(
     """
     b, t, h, dk = q.shape
     dv = v.shape[-1]
-    sequences, tokens = recurrence_blocks(b, t, h, dk, dv, budget)
+    channels = dk if g.dim() == 4 else 1
+    sequences, tokens = recurrence_blocks(b, t, h, dk, dv, budget, decay_channels=channels)
     out = torch.empty((b, t, h, dv), dtype=out_dtype, device=q.device)
     for s0 in range(0, b, sequences):
         seqs = slice(s0, min(b, s0 + sequences))
@@ -138,7 +148,9 @@ def _advance(state: torch.Tensor, block: list[torch.Tensor], scale: float) -> to
     qf, kf, vf = (
         x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format) for x in (q, k, v)
     )
-    decay = torch.exp(g.float()).transpose(1, 2)[..., None, None]
+    # [b,h,t,1,1] for a per-head gate, [b,h,t,Dk,1] for a per-channel one: each scales state rows.
+    decay = torch.exp(g.float()).transpose(1, 2)
+    decay = decay[..., None, None] if g.dim() == 3 else decay[..., None]
     gate = beta.float().transpose(1, 2)[..., None]
     out = torch.empty_like(vf)
     for i in range(qf.shape[2]):

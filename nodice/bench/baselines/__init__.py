@@ -26,6 +26,7 @@ from nodice.bench.baselines import (
     attention_varlen,
     gdn,
     gemm,
+    kda,
     moe,
     norms,
     reference,
@@ -55,6 +56,7 @@ _CATALOG: dict[str, tuple[Baseline, ...]] = {
     **attention_varlen.BASELINES,
     **moe.BASELINES,
     **gdn.BASELINES,
+    **kda.BASELINES,
     **sampling.BASELINES,
 }
 
