@@ -72,12 +72,11 @@ _GPU_DIMS = {"Hh": _HEADS, "Dk": _HEAD_DIM, "Dv": _HEAD_DIM}
 _CPU_LENGTHS = [12, 16, 20, 33]
 _GPU_LENGTHS = [64, 200, 300, 1000]
 # BI contexts as (variant length, [(batch, target position)]). The first group's length sits
-# between chunk multiples; the later ones on and just past them (16, 33 = 2·16 + 1, 40 = 5·8).
+# between chunk multiples; the later ones on and just past them (16, 33 = 2·16 + 1).
 _CPU_CONTEXTS = [
     (20, [(2, -1), (3, 1), (5, 0), (8, 4), (12, -1)]),
     (16, [(3, 2), (6, 0)]),
-    (33, [(2, 1), (4, -1), (9, 4)]),
-    (40, [(2, 0)]),
+    (33, [(2, 1), (4, -1)]),
 ]
 _GPU_CONTEXTS = [
     (300, [(2, -1), (3, 1), (4, 0), (5, 2), (8, 7), (17, 8), (33, 0)]),
