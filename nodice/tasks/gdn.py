@@ -182,6 +182,24 @@ class GatedDeltaNet(Task):
     sample_unit = "one sequence"
     output_names = ("o",)
     arity = 6
+    # BI context tables; a task with the same recurrence and other chunk hazards replaces them.
+    cpu_contexts = _CPU_CONTEXTS
+    gpu_contexts = _GPU_CONTEXTS
+    cpu_sweep = _CPU_SWEEP
+    gpu_sweep = _GPU_SWEEP
+
+    def gate_weights(self, heads: int, dk: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer's gate weights (``A_log``, ``dt_bias``), shared by the batch."""
+        return gate_weights(heads, gen)
+
+    def gate(self, problem: Problem, gen: torch.Generator) -> torch.Tensor:
+        """One sample's log-decays ``g[T, Hh]`` (fp32, CPU)."""
+        t, h = problem.dims["T"], problem.dims["Hh"]
+        gate_in = torch.randn((t, h), generator=gen)
+        g: torch.Tensor = -torch.exp(problem.shared["a_log"]) * F.softplus(
+            gate_in + problem.shared["dt_bias"]
+        )
+        return g
 
     def problem(
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
@@ -193,7 +211,7 @@ class GatedDeltaNet(Task):
         dims["T"] = int(variant.get("T") or lengths[int(torch.randint(len(lengths), (1,), generator=gen))])
         if variant.get("Hh"):
             dims["Hh"] = int(variant["Hh"])
-        a_log, dt_bias = gate_weights(dims["Hh"], gen)
+        a_log, dt_bias = self.gate_weights(dims["Hh"], dims["Dk"], gen)
         shared = {"scale": dims["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
         return Problem(device, dtype, dims, shared)
 
@@ -204,8 +222,7 @@ class GatedDeltaNet(Task):
         q = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
         k = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
         v = randn((t, h, dv), gen, dev, dtype)
-        gate_in = torch.randn((t, h), generator=gen)
-        g = -torch.exp(problem.shared["a_log"]) * F.softplus(gate_in + problem.shared["dt_bias"])
+        g = self.gate(problem, gen)
         beta = torch.sigmoid(1.5 * torch.randn((t, h), generator=gen))
         tensors = {
             "q": q.to(device=dev, dtype=dtype),
@@ -237,8 +254,8 @@ class GatedDeltaNet(Task):
         return [1, 3, 8] if device.type == "cpu" else [1, 5, 16]
 
     def contexts(self, device: torch.device) -> list[BIContext]:
-        table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
-        sweep = _CPU_SWEEP if device.type == "cpu" else _GPU_SWEEP
+        table = self.cpu_contexts if device.type == "cpu" else self.gpu_contexts
+        sweep = self.cpu_sweep if device.type == "cpu" else self.gpu_sweep
         return [
             BIContext(f"T={t},B={b}", b, pos, {"variant": {"T": t}})
             for t, batches in table
@@ -270,7 +287,7 @@ class GatedDeltaNet(Task):
     ) -> tuple[Any, ...]:
         p = workload.params
         dims = {"T": p["T"], "Hh": p["Hh"], "Dk": p["Dk"], "Dv": p["Dv"]}
-        a_log, dt_bias = gate_weights(p["Hh"], gen)
+        a_log, dt_bias = self.gate_weights(p["Hh"], p["Dk"], gen)
         shared = {"scale": p["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
         problem = Problem(device, dtype, dims, shared)
         return self.compose(problem, [self.sample(problem, gen) for _ in range(p["B"])], gen)

@@ -33,22 +33,12 @@ boundaries move with the batch changes the rounding of the target's tokens.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from nodice.tasks.base import (
-    BIContext,
-    Problem,
-    Sample,
-    Task,
-    Tolerance,
-    Workload,
-    element_size,
-    randn,
-)
-from nodice.tasks.gdn import gated_delta_rule
+from nodice.tasks.base import Problem, Workload, element_size
+from nodice.tasks.gdn import GatedDeltaNet
 
 # Kimi-Linear-48B-A3B's KDA layers: 32 heads, head dim 128 for keys and values.
 _KIMI_LINEAR = "Kimi-Linear-48B-A3B"
@@ -64,15 +54,9 @@ _WORKLOADS = [
 _HEADS = 32
 _HEAD_DIM = 128
 
-# Validation problems. CPU: two heads of 16 (the interpreter pays per operation and per
-# step of the recurrence); GPU: the real head layout at moderate lengths.
-_CPU_DIMS = {"Hh": 2, "Dk": 16, "Dv": 16}
-_GPU_DIMS = {"Hh": _HEADS, "Dk": _HEAD_DIM, "Dv": _HEAD_DIM}
-# Lengths drawn for correctness problems: on and off multiples of 8, 16 and 64.
-_CPU_LENGTHS = [12, 16, 20, 33]
-_GPU_LENGTHS = [64, 200, 300, 1000]
-# BI contexts as (variant length, [(batch, target position)]). The first group's length sits
-# between chunk multiples; the later ones on and just past them (16, 33 = 2·16 + 1).
+# The validation problems are gdn's (CPU: two heads of 16, GPU: 32 heads of 128, the same
+# lengths and tolerances). BI contexts as (variant length, [(batch, target position)]): the
+# first group's length sits between chunk multiples, the later ones on and just past them.
 _CPU_CONTEXTS = [
     (20, [(2, -1), (3, 1), (5, 0), (8, 4), (12, -1)]),
     (16, [(3, 2), (6, 0)]),
@@ -99,14 +83,6 @@ _CPU_SWEEP = [
     (33, 1, [(45, 22), (133, -1)]),
 ]
 
-# fp32 state in every case; bf16 inputs and output, and recurrences hundreds of steps long,
-# leave a correct kernel ~1 % from the fp32 reference.
-_KDA_TOLERANCES = {
-    torch.float32: Tolerance(atol=2e-4, rtol=2e-4),
-    torch.float16: Tolerance(atol=4e-3, rtol=4e-3),
-    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
-}
-
 
 def kda_gate_weights(heads: int, dk: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-head ``A_log`` and per-channel ``dt_bias[Hh, Dk]`` initialised as Kimi-Linear's KDA
@@ -118,88 +94,30 @@ def kda_gate_weights(heads: int, dk: int, gen: torch.Generator) -> tuple[torch.T
     return a_log, dt_bias
 
 
-class KimiDeltaAttention(Task):
+class KimiDeltaAttention(GatedDeltaNet):
+    """gdn's recurrence, samples, batches and reference with a per-channel gate and Kimi-Linear shapes."""
+
     name = "kda"
-    family = "linear attention"
     signature = (
         "kernel(q[B,T,Hh,Dk], k[B,T,Hh,Dk], v[B,T,Hh,Dv], g[B,T,Hh,Dk] fp32, beta[B,T,Hh] fp32, "
         "scale: float) -> o[B,T,Hh,Dv] bf16; S[Dk,Dv]=0, per token S ← diag(exp(g))·S; "
         "u ← beta·(v − kᵀS); S ← S + k⊗u; o = scale·qᵀS (fla chunk_kda's layout, q/k L2-normalised)"
     )
-    sample_unit = "one sequence"
-    output_names = ("o",)
-    arity = 6
+    cpu_contexts = _CPU_CONTEXTS
+    gpu_contexts = _GPU_CONTEXTS
+    cpu_sweep = _CPU_SWEEP
+    gpu_sweep = _GPU_SWEEP
 
-    def problem(
-        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
-    ) -> Problem:
-        """Head layout, the layer's gate weights and the batch's length ``T`` (``variant`` may pin it)."""
-        cpu = device.type == "cpu"
-        dims: dict[str, Any] = dict(_CPU_DIMS if cpu else _GPU_DIMS)
-        lengths = _CPU_LENGTHS if cpu else _GPU_LENGTHS
-        dims["T"] = int(variant.get("T") or lengths[int(torch.randint(len(lengths), (1,), generator=gen))])
-        if variant.get("Hh"):
-            dims["Hh"] = int(variant["Hh"])
-        a_log, dt_bias = kda_gate_weights(dims["Hh"], dims["Dk"], gen)
-        shared = {"scale": dims["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
-        return Problem(device, dtype, dims, shared)
+    def gate_weights(self, heads: int, dk: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return kda_gate_weights(heads, dk, gen)
 
-    def sample(self, problem: Problem, gen: torch.Generator, **hints: Any) -> Sample:
-        d, dev, dtype = problem.dims, problem.device, problem.dtype
-        t, h, dk, dv = d["T"], d["Hh"], d["Dk"], d["Dv"]
-        cpu = torch.device("cpu")
-        q = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
-        k = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
-        v = randn((t, h, dv), gen, dev, dtype)
+    def gate(self, problem: Problem, gen: torch.Generator) -> torch.Tensor:
+        """One sample's log-decays ``g[T, Hh, Dk]``: ``−exp(A_log)·softplus(f + dt_bias)`` per channel."""
+        t, h, dk = problem.dims["T"], problem.dims["Hh"], problem.dims["Dk"]
         gate_in = torch.randn((t, h, dk), generator=gen)
         a = torch.exp(problem.shared["a_log"])[:, None]
-        g = -a * F.softplus(gate_in + problem.shared["dt_bias"])
-        beta = torch.sigmoid(1.5 * torch.randn((t, h), generator=gen))
-        tensors = {
-            "q": q.to(device=dev, dtype=dtype),
-            "k": k.to(device=dev, dtype=dtype),
-            "v": v,
-            "g": g.to(dev),
-            "beta": beta.to(dev),
-        }
-        return Sample(tensors)
-
-    def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
-        stacked = [
-            torch.stack([s.tensors[n] for s in samples]).contiguous() for n in ("q", "k", "v", "g", "beta")
-        ]
-        return (*stacked, problem.shared["scale"])
-
-    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
-        v = args[2]
-        return [(v.shape, v.dtype)]
-
-    def reference(self, *args: Any) -> torch.Tensor:
-        q, k, v, g, beta, scale = args
-        return gated_delta_rule(q, k, v, g, beta, scale, out_dtype=v.dtype)
-
-    def tolerance(self, dtype: torch.dtype) -> Tolerance:
-        return _KDA_TOLERANCES[dtype]
-
-    def correctness_batches(self, device: torch.device) -> list[int]:
-        return [1, 3, 8] if device.type == "cpu" else [1, 5, 16]
-
-    def contexts(self, device: torch.device) -> list[BIContext]:
-        table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
-        sweep = _CPU_SWEEP if device.type == "cpu" else _GPU_SWEEP
-        return [
-            BIContext(f"T={t},B={b}", b, pos, {"variant": {"T": t}})
-            for t, batches in table
-            for b, pos in batches
-        ] + [
-            BIContext(f"T={t},H={h},B={b}", b, pos, {"variant": {"T": t, "Hh": h}})
-            for t, h, batches in sweep
-            for b, pos in batches
-        ]
-
-    def witnesses(self, device: torch.device) -> int:
-        # Each witness costs two batch-1 calls per sequence length, each a full recurrence.
-        return 2 if device.type == "cpu" else 15
+        g: torch.Tensor = -a * F.softplus(gate_in + problem.shared["dt_bias"])
+        return g
 
     def workloads(self) -> list[Workload]:
         return [
@@ -208,27 +126,6 @@ class KimiDeltaAttention(Task):
             )
             for tag, p in _WORKLOADS
         ]
-
-    def small_workloads(self) -> list[Workload]:
-        return [
-            Workload("cpu-b1-t64", {"B": 1, "T": 64, **_CPU_DIMS}),
-            Workload("cpu-b8-t16", {"B": 8, "T": 16, **_CPU_DIMS}),
-        ]
-
-    def workload_inputs(
-        self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
-    ) -> tuple[Any, ...]:
-        p = workload.params
-        dims = {"T": p["T"], "Hh": p["Hh"], "Dk": p["Dk"], "Dv": p["Dv"]}
-        a_log, dt_bias = kda_gate_weights(p["Hh"], p["Dk"], gen)
-        shared = {"scale": p["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
-        problem = Problem(device, dtype, dims, shared)
-        return self.compose(problem, [self.sample(problem, gen) for _ in range(p["B"])], gen)
-
-    def flops(self, workload: Workload) -> float:
-        """Per token and head: decay Dk·Dv, kᵀS 2·Dk·Dv, rank-1 update 2·Dk·Dv, qᵀS 2·Dk·Dv."""
-        p = workload.params
-        return 7.0 * p["B"] * p["T"] * p["Hh"] * p["Dk"] * p["Dv"]
 
     def bytes_moved(self, workload: Workload, dtype: torch.dtype) -> float:
         """q, k, v read and o written once, plus the fp32 gates (Dk per token and head) and beta."""
