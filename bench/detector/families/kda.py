@@ -137,7 +137,11 @@ def candidates() -> list[Candidate]:
             T,
             "batch_in_grid",
             "the seed: chunks of 16 from each sequence's start, lanes and value blocks from the head dims",
-            from_seed(T, "Kimi delta attention, token by token with chunk-local gate sums, lanes from the head dims.", []),
+            from_seed(
+                T,
+                "Kimi delta attention, token by token with chunk-local gate sums, lanes from the head dims.",
+                [],
+            ),
         ),
         I(
             "lanes_from_batch",
