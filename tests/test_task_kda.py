@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,48 @@ def test_decay_after_the_update_is_caught_by_correctness(tmp_path: Path) -> None
     cand.write_text(source.replace(decay, "").replace(update, update + decay))
     r = check(cand, "kda", device="cpu", seed=0, static=False, dynamic=False)
     assert r.verdict == "incorrect", r.reason
+
+
+# The GPU path without a GPU: every example's kernels compile for Hopper (sm_90) at the real head
+# dims. In a process of its own: under TRITON_INTERPRET=1 (set for these tests) Triton's own jit
+# helpers (tl.sum …) are wrapped for the interpreter and cannot be compiled.
+_COMPILE = """
+import importlib.util, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+ARGS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "g_ptr": "*fp32", "beta_ptr": "*fp32",
+        "o_ptr": "*bf16", "n_lanes": "i32", "seq_len": "i32", "n_heads": "i32", "scale": "fp32"}
+HEAD = {"DK": 128, "DV": 128, "LANES": 1, "BLOCK_V": 32}
+SEGMENTS = {"start_ptr": "*fp32", "final_ptr": "*fp32", "seg_len": "i32"}
+FLAGS = {"CHUNK": 16, "LOAD_START": True, "STORE_OUT": True, "STORE_FINAL": True}
+KERNELS = [
+    ("seed", "_kda_recurrent", {}, {"CHUNK": 16}),
+    ("chunk_size_from_tokens", "_kda_recurrent", {"chunk": "i32"}, {}),
+    ("packed_stream_chunks", "_kda_recurrent", {}, {"CHUNK": 16}),
+    ("recurrent_path_small_batch", "_kda_fused_recurrent", {}, {}),
+    ("recurrent_path_small_batch", "_kda_chunked", {}, {"CHUNK": 16}),
+    ("split_t_from_batch", "_kda_segments", SEGMENTS, FLAGS),
+]
+for example, fn, extra, consts in KERNELS:
+    spec = importlib.util.spec_from_file_location(example, f"{sys.argv[1]}/{example}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    constexprs = {**HEAD, **consts}
+    signature = {**ARGS, **extra, **{name: "constexpr" for name in constexprs}}
+    src = ASTSource(fn=getattr(module, fn), signature=signature, constexprs=constexprs)
+    ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    print(example, fn, ".target sm_90" in ptx)
+"""
+
+
+def test_example_kernels_compile_for_hopper(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env |= {"TRITON_CACHE_DIR": str(tmp_path), "TRITON_DEFAULT_FP_FUSION": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE, str(KDA)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.split("\n")
+    assert sum(line.endswith(" True") for line in lines) == 6, done.stdout
