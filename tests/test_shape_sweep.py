@@ -23,13 +23,15 @@ def _heads(task_name: str, ctx: BIContext, device: torch.device) -> int:
     if task_name.startswith("attention"):
         name = variant.get("layout")
         return pick_layout(torch.Generator(), device, name).q_heads if name else 0
-    if task_name == "gdn":
+    if task_name in ("gdn", "kda"):
         return int(variant.get("Hh") or (2 if device.type == "cpu" else 32))
     return int(variant.get("H") or (1024 if device.type == "cpu" else 4096))
 
 
 @pytest.mark.parametrize("device", DEVICES, ids=["cpu", "cuda"])
-@pytest.mark.parametrize("task_name", ["attention_prefill", "attention_decode", "attention_varlen", "gdn"])
+@pytest.mark.parametrize(
+    "task_name", ["attention_prefill", "attention_decode", "attention_varlen", "gdn", "kda"]
+)
 def test_batch_times_heads_crosses_the_sm_count_from_a_single_head(
     task_name: str, device: torch.device
 ) -> None:

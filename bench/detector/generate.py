@@ -37,6 +37,7 @@ FAMILIES = (
     "moe",
     "sampling",
     "gdn",
+    "kda",
 )
 # Candidates of several tasks kept apart from the main pool (see families/heldout.py).
 EXTRA_MODULES = ("heldout",)

@@ -1,4 +1,4 @@
-"""GPU run of the moe, sampling and gdn tasks: the gate on every bundled example, the seeds benchmarked.
+"""GPU run of the moe, sampling, gdn and kda tasks: the gate on every bundled example, the seeds benchmarked.
 
     PYTHONPATH=. python3 bench/gpu/gate_moe_sampling_gdn.py [--task moe ...] [--seeds 0] [--no-bench]
 
@@ -28,7 +28,7 @@ from nodice.evaluation.evaluate import Evaluator
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheckResult
 
-TASKS = ("moe", "sampling", "gdn")
+TASKS = ("moe", "sampling", "gdn", "kda")
 EXAMPLES = Path(__file__).resolve().parent.parent / "nodice" / "examples"
 
 

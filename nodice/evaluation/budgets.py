@@ -61,6 +61,7 @@ SEED_SLOWEST_CALL_S: dict[str, dict[str, float]] = {
         "moe": 0.64,
         "sampling": 0.55,
         "gdn": 0.40,
+        "kda": 1.35,
     },
 }
 

@@ -22,6 +22,7 @@ CATALOG = (
     "moe",
     "sampling",
     "gdn",
+    "kda",
 )
 
 __all__ = [

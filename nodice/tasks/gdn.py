@@ -85,14 +85,21 @@ _GDN_TOLERANCES = {
 
 
 def recurrence_blocks(
-    batch: int, length: int, heads: int, dk: int, dv: int, budget: int | None = None
+    batch: int,
+    length: int,
+    heads: int,
+    dk: int,
+    dv: int,
+    budget: int | None = None,
+    decay_channels: int = 1,
 ) -> tuple[int, int]:
     """(sequences, tokens) per block of :func:`gated_delta_rule`: the sequences' fp32 states
     (with a rank-1 update and a transient of the same size) and the block's fp32 q, k, v, o,
-    o's cast copy, decay and beta fit the scratch budget, one token of one sequence at least."""
+    o's cast copy, decay (``decay_channels`` per head: 1, or Dk for a per-channel gate) and
+    beta fit the scratch budget, one token of one sequence at least."""
     budget = scratch_budget(budget)
     state = 3 * heads * dk * dv * 4
-    token = heads * (2 * dk + 3 * dv + 2) * 4
+    token = heads * (2 * dk + 3 * dv + 1 + decay_channels) * 4
     sequences = max(1, min(batch, budget // (state + token)))
     tokens = max(1, min(length, (budget - sequences * state) // (sequences * token)))
     return sequences, tokens
@@ -110,6 +117,8 @@ def gated_delta_rule(
 ) -> torch.Tensor:
     """The recurrence token by token in fp32: o[B,T,Hh,Dv] in ``out_dtype``, each value rounded once.
 
+    ``g`` is one log-decay per head (``[B,T,Hh]``, gated DeltaNet) or one per key
+    channel (``[B,T,Hh,Dk]``, Kimi delta attention: ``S ← diag(exp(g))·S``).
     Sequences are independent and the state carries all a token passes on, so
     the work runs in blocks of sequences and tokens (:func:`recurrence_blocks`)
     whose fp32 copies fit the scratch budget; the arithmetic of each token is
@@ -117,7 +126,8 @@ def gated_delta_rule(
     """
     b, t, h, dk = q.shape
     dv = v.shape[-1]
-    sequences, tokens = recurrence_blocks(b, t, h, dk, dv, budget)
+    channels = dk if g.dim() == 4 else 1
+    sequences, tokens = recurrence_blocks(b, t, h, dk, dv, budget, decay_channels=channels)
     out = torch.empty((b, t, h, dv), dtype=out_dtype, device=q.device)
     for s0 in range(0, b, sequences):
         seqs = slice(s0, min(b, s0 + sequences))
@@ -138,7 +148,9 @@ def _advance(state: torch.Tensor, block: list[torch.Tensor], scale: float) -> to
     qf, kf, vf = (
         x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format) for x in (q, k, v)
     )
-    decay = torch.exp(g.float()).transpose(1, 2)[..., None, None]
+    # [b,h,t,1,1] for a per-head gate, [b,h,t,Dk,1] for a per-channel one: each scales state rows.
+    decay = torch.exp(g.float()).transpose(1, 2)
+    decay = decay[..., None, None] if g.dim() == 3 else decay[..., None]
     gate = beta.float().transpose(1, 2)[..., None]
     out = torch.empty_like(vf)
     for i in range(qf.shape[2]):
@@ -170,6 +182,24 @@ class GatedDeltaNet(Task):
     sample_unit = "one sequence"
     output_names = ("o",)
     arity = 6
+    # BI context tables; a task with the same recurrence and other chunk hazards replaces them.
+    cpu_contexts = _CPU_CONTEXTS
+    gpu_contexts = _GPU_CONTEXTS
+    cpu_sweep = _CPU_SWEEP
+    gpu_sweep = _GPU_SWEEP
+
+    def gate_weights(self, heads: int, dk: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer's gate weights (``A_log``, ``dt_bias``), shared by the batch."""
+        return gate_weights(heads, gen)
+
+    def gate(self, problem: Problem, gen: torch.Generator) -> torch.Tensor:
+        """One sample's log-decays ``g[T, Hh]`` (fp32, CPU)."""
+        t, h = problem.dims["T"], problem.dims["Hh"]
+        gate_in = torch.randn((t, h), generator=gen)
+        g: torch.Tensor = -torch.exp(problem.shared["a_log"]) * F.softplus(
+            gate_in + problem.shared["dt_bias"]
+        )
+        return g
 
     def problem(
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
@@ -181,7 +211,7 @@ class GatedDeltaNet(Task):
         dims["T"] = int(variant.get("T") or lengths[int(torch.randint(len(lengths), (1,), generator=gen))])
         if variant.get("Hh"):
             dims["Hh"] = int(variant["Hh"])
-        a_log, dt_bias = gate_weights(dims["Hh"], gen)
+        a_log, dt_bias = self.gate_weights(dims["Hh"], dims["Dk"], gen)
         shared = {"scale": dims["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
         return Problem(device, dtype, dims, shared)
 
@@ -192,8 +222,7 @@ class GatedDeltaNet(Task):
         q = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
         k = F.normalize(randn((t, h, dk), gen, cpu, torch.float32), dim=-1)
         v = randn((t, h, dv), gen, dev, dtype)
-        gate_in = torch.randn((t, h), generator=gen)
-        g = -torch.exp(problem.shared["a_log"]) * F.softplus(gate_in + problem.shared["dt_bias"])
+        g = self.gate(problem, gen)
         beta = torch.sigmoid(1.5 * torch.randn((t, h), generator=gen))
         tensors = {
             "q": q.to(device=dev, dtype=dtype),
@@ -225,8 +254,8 @@ class GatedDeltaNet(Task):
         return [1, 3, 8] if device.type == "cpu" else [1, 5, 16]
 
     def contexts(self, device: torch.device) -> list[BIContext]:
-        table = _CPU_CONTEXTS if device.type == "cpu" else _GPU_CONTEXTS
-        sweep = _CPU_SWEEP if device.type == "cpu" else _GPU_SWEEP
+        table = self.cpu_contexts if device.type == "cpu" else self.gpu_contexts
+        sweep = self.cpu_sweep if device.type == "cpu" else self.gpu_sweep
         return [
             BIContext(f"T={t},B={b}", b, pos, {"variant": {"T": t}})
             for t, batches in table
@@ -258,7 +287,7 @@ class GatedDeltaNet(Task):
     ) -> tuple[Any, ...]:
         p = workload.params
         dims = {"T": p["T"], "Hh": p["Hh"], "Dk": p["Dk"], "Dv": p["Dv"]}
-        a_log, dt_bias = gate_weights(p["Hh"], gen)
+        a_log, dt_bias = self.gate_weights(p["Hh"], p["Dk"], gen)
         shared = {"scale": p["Dk"] ** -0.5, "a_log": a_log, "dt_bias": dt_bias}
         problem = Problem(device, dtype, dims, shared)
         return self.compose(problem, [self.sample(problem, gen) for _ in range(p["B"])], gen)

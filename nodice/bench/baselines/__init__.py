@@ -27,6 +27,7 @@ from nodice.bench.baselines import (
     dsa,
     gdn,
     gemm,
+    kda,
     mla_decode,
     moe,
     norms,
@@ -59,6 +60,7 @@ _CATALOG: dict[str, tuple[Baseline, ...]] = {
     **mla_decode.BASELINES,
     **moe.BASELINES,
     **gdn.BASELINES,
+    **kda.BASELINES,
     **sampling.BASELINES,
 }
 

@@ -66,6 +66,7 @@ _CPU_SWEEP = {
     "mla_decode": 6,
     "moe": 10,
     "gdn": 6,
+    "kda": 6,
     "sampling": 10,
 }
 # ... and a few larger ones around the thresholds candidates written elsewhere use (powers of two and
@@ -83,6 +84,7 @@ _CPU_EXTRA: dict[str, tuple[int, ...]] = {
     "dsa": (8, 9, 16, 17, 34),
     "mla_decode": (8, 9, 16, 17),
     "gdn": (8, 9, 16, 17),
+    "kda": (8, 9, 16, 17),
 }
 _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "rmsnorm": (64, (96, 128, 131, 132, 133, 256, 257, 512, 1024)),
@@ -97,6 +99,7 @@ _GPU_SWEEP: dict[str, tuple[int, tuple[int, ...]]] = {
     "moe": (64, (96, 128, 256, 512)),
     "sampling": (64, (128, 132, 256)),
     "gdn": (16, (24, 32)),
+    "kda": (16, (24, 32)),
 }
 
 
