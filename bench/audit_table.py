@@ -5,7 +5,10 @@ the gate's dynamic stage on the device (the same audit `nodice audit --baseline 
 prints Markdown: one row per library (artifacts audited, batch-applicable, violating), then one row
 per artifact (task, verdict, the context and element of the first mismatch, and the mechanism).
 
-    python3 bench/audit_table.py bench/results/kernels_h200.json
+    python3 bench/audit_table.py bench/results/kernels_h200.json [more reports ...]
+
+Several reports (one device) are read as one: a task measured in two reports keeps the first
+(list the newest first).
 
 The mechanism column is the reading of each violation from the library's documented behaviour;
 the gate itself reports where outputs differed (the context and the first differing element).
@@ -27,25 +30,35 @@ MECHANISMS = {
     "torch grouped_mm MoE": "cuBLAS grouped GEMM: each expert's rows (the batch's routing) pick the kernel",
     "torch per-expert mm MoE": "cuBLAS per expert: each expert's rows (the batch's routing) pick the kernel",
     "SDPA over gathered pages": "padding to the longest request: the masked reduction follows the batchmates",
+    "FlashInfer MLA": "plan() balances the batch's KV over the SMs: split sizes follow the batchmates",
+    "SDPA over gathered latent pages": "padding to the longest request: the reduction follows the batchmates",
+    "fla chunk_kda": "not established (its autotune keys exclude the batch)",
     "FlashInfer top-k/top-p sampling": "one Philox stream indexed by row: a draw depends on its slot",
 }
 
 
-def main(path: str) -> int:
-    report = json.loads(Path(path).read_text(encoding="utf-8"))
+def main(paths: list[str]) -> int:
     import torch
 
-    device = torch.device(report.get("device_type") or "cuda")
-    versions = report.get("versions") or {}
     rows = []
-    for task, entry in (report.get("tasks") or {}).items():
-        providers = {b.name: b.provider for b in baselines_for(task, device)}
-        for name, audit in (entry.get("baselines_bi") or {}).items():
-            rows.append(
-                (providers.get(name, "?"), name, task, audit.get("verdict", "?"), audit.get("detail", ""))
-            )
-        for name, why in (entry.get("baselines_missing") or {}).items():
-            rows.append((providers.get(name, "?"), name, task, "missing", why))
+    versions: dict[str, str] = {}
+    seen: set[str] = set()
+    for path in paths:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        device = torch.device(report.get("device_type") or "cuda")
+        for lib, version in (report.get("versions") or {}).items():
+            versions.setdefault(lib, version)
+        for task, entry in (report.get("tasks") or {}).items():
+            if task in seen:
+                continue
+            seen.add(task)
+            providers = {b.name: b.provider for b in baselines_for(task, device)}
+            for name, audit in (entry.get("baselines_bi") or {}).items():
+                rows.append(
+                    (providers.get(name, "?"), name, task, audit.get("verdict", "?"), audit.get("detail", ""))
+                )
+            for name, why in (entry.get("baselines_missing") or {}).items():
+                rows.append((providers.get(name, "?"), name, task, "missing", why))
     by_lib: dict[str, list[tuple[str, str, str, str, str]]] = defaultdict(list)
     for r in rows:
         by_lib[r[0]].append(r)
@@ -69,4 +82,4 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "bench/results/kernels_h200.json"))
+    sys.exit(main(sys.argv[1:] or ["bench/results/kernels_h200.json"]))
