@@ -14,7 +14,8 @@ import pytest
 import torch
 from flashinfer_bench.data import Definition, Trace
 
-from nodice.errors import DefinitionError
+from nodice.errors import DefinitionError, EntryPointError
+from nodice.gate.loader import load_kernel
 from nodice.integrations.flashinfer_bench import prepare
 from nodice.tasks import get_task
 from nodice.tasks.definition import ADAPTERS, adapter_for, definition_task_name
@@ -129,6 +130,10 @@ def test_what_the_latent_adapters_cannot_judge_is_one_line_and_exit_2(tmp_path: 
     def narrow_latent(d: dict) -> None:  # type: ignore[type-arg]
         d["axes"]["head_dim_ckv"]["value"] = 256
 
+    def one_query(d: dict) -> None:  # type: ignore[type-arg]
+        del d["inputs"]["q_pe"]  # q_nope and q_pe concatenated: not the split interface
+        d["inputs"]["q_nope"]["shape"][-1] = "head_dim_ckv"
+
     cases = [
         (MLA_OK, _edited(tmp_path, MLA_DEF, "ps64.json", page_64),
          "nodice adapts mla_paged with page_size 1 (its kv_indices list tokens), not 64"),
@@ -136,11 +141,30 @@ def test_what_the_latent_adapters_cannot_judge_is_one_line_and_exit_2(tmp_path: 
          "nodice adapts mla_paged with head_dim_ckv 512 (the widths of mla_decode's latent), not 256"),
         (DSA_OK, _edited(tmp_path, DSA_DEF, "notopk.json", no_topk),
          "nodice's dsa_paged adapter needs the variable axis num_tokens and the const axes"),
+        (DSA_OK, _edited(tmp_path, DSA_DEF, "oneq.json", one_query),
+         "are not the dsa_paged interface nodice adapts"),
     ]  # fmt: skip
     for solution, definition, message in cases:
         with pytest.raises(DefinitionError) as exc:
             prepare(solution, definition, tmp_path / "sources")
         assert message in exc.value.line()
+    # A returning solution must return both outputs: output alone is one line, not a silent pass on o.
+    data = json.loads(DSA_OK.read_text())
+    data["spec"]["destination_passing_style"] = False
+    data["sources"][0]["content"] = (
+        "def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale):\n    return q_nope.clone()\n"
+    )
+    returns = tmp_path / "output_only.json"
+    returns.write_text(json.dumps(data))
+    prepared = prepare(returns, DSA_DEF, tmp_path / "returns")
+    task = get_task(prepared.task)
+    kernel = load_kernel(prepared.candidate, prepared.entry, task, torch.device("cpu"), torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    problem = task.problem(gen, torch.device("cpu"), torch.float32)
+    args = task.compose(problem, task.samples(problem, gen, 2), gen)
+    with pytest.raises(EntryPointError, match=r"returned 1 tensor\(s\); the definition's outputs are"):
+        kernel.fn(*args)
+
     r = run_cli("check", str(MLA_OK), "--definition", str(cases[0][1]), "--device", "cpu")
     assert r.returncode == 2 and r.stdout == ""
     assert (
