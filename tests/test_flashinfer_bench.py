@@ -43,12 +43,12 @@ def _dataset(root: Path, traces: Path, *solutions: Path) -> TraceSet:
 
 def test_examples_are_flashinfer_bench_files_nodice_maps() -> None:
     definitions = {}
-    for path in sorted(p for p in FIB.glob("*.json") if "_triton_" not in p.name):
+    for path in sorted(p for p in FIB.glob("*.json") if "_triton_" not in p.name and "_torch_" not in p.name):
         d = Definition.model_validate_json(path.read_text())
         definitions[d.name] = d
         assert adapter_for(d) is ADAPTERS[d.op_type]
     solutions = [Solution.model_validate_json(p.read_text()) for p in sorted(FIB.glob("*_triton_*.json"))]
-    assert len(definitions) == 5 and len(solutions) == 5
+    assert len(definitions) == 7 and len(solutions) == 5
     for s in solutions:
         assert s.definition in definitions and s.spec.language.value == "triton"
         assert s.get_entry_source() is not None and s.get_entry_symbol() == "run"
@@ -187,7 +187,7 @@ def _edited(tmp_path: Path, source: Path, filename: str, **changes: object) -> P
 
 
 def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    unmapped = _edited(tmp_path, RMSNORM_DEF, "mla.json", op_type="mla_paged")
+    unmapped = _edited(tmp_path, RMSNORM_DEF, "moe.json", op_type="moe")
     other = _edited(tmp_path, RMSNORM_DEF, "other.json", name="rmsnorm_h2048")
     renamed = _edited(
         tmp_path,
@@ -230,8 +230,8 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
     r = run_cli("check", str(RMSNORM_ROW), "--definition", str(unmapped), "--device", "cpu")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == (
-        "bad definition: definition rmsnorm_h4096: op_type 'mla_paged' maps to no nodice task "
-        "(mapped: fused_add_rmsnorm, gemm, gqa_paged, rmsnorm)"
+        "bad definition: definition rmsnorm_h4096: op_type 'moe' maps to no nodice task "
+        "(mapped: dsa_paged, fused_add_rmsnorm, gemm, gqa_paged, mla_paged, rmsnorm)"
     )
 
 

@@ -21,7 +21,6 @@ import functools
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,114 +29,12 @@ import torch
 from nodice.errors import DefinitionError, EntryPointError
 from nodice.tasks._attention import draw_sm_scale
 from nodice.tasks.base import BIContext, Output, Problem, Task, Workload, randn
+from nodice.tasks.definition_adapters import ADAPTERS, Adapter, adapter_for
 
 PREFIX = "flashinfer:"
 _RETURNS_TAG = "#returns"
 
-
-@dataclass(frozen=True)
-class Adapter:
-    """How one op_type's definitions map onto a catalog task (an adapter is a reshape where possible)."""
-
-    task: str
-    # The definition's variable axis that is the batch (a sample is one index of it).
-    batch_axis: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    # The task's arguments as the definition's inputs, by name.
-    to_definition: Callable[[tuple[Any, ...]], dict[str, Any]]
-    # The definition's outputs (in its order) as the task's output, given the task's arguments.
-    from_definition: Callable[[tuple[torch.Tensor, ...], tuple[Any, ...]], Output]
-    # Task dimension -> the definition's const axis that fixes it.
-    const_dims: dict[str, str] = field(default_factory=dict)
-    # Task workload parameter -> the definition's variable axis it is (for the Trace's workload axes).
-    var_dims: dict[str, str] = field(default_factory=dict)
-    # Keys of a context's problem variant that the definition fixes (they are dropped from the variant).
-    fixed_variant_keys: tuple[str, ...] = ()
-
-
-def _single(outs: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> Output:
-    return outs[0]
-
-
-def _with_residual_sum(outs: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> Output:
-    """FlashInfer-Bench's fused_add_rmsnorm returns the normalised rows only; the task's second output,
-    the residual stream ``x + residual`` rounded to the io dtype, is supplied here (only ``output`` is the
-    solution's, and only it is judged)."""
-    x, residual = args[0], args[1]
-    return outs[0], (x.float() + residual.float()).to(x.dtype)
-
-
-def _paged_decode_inputs(a: tuple[Any, ...]) -> dict[str, Any]:
-    """block_table[B, maxp] and seq_lens[B] as CSR page lists (page size 1: a request's pages are tokens)."""
-    q, k_cache, v_cache, block_table, seq_lens, sm_scale = a
-    lens = seq_lens.long()
-    kv_indptr = torch.zeros(len(lens) + 1, dtype=torch.int32, device=q.device)
-    kv_indptr[1:] = torch.cumsum(lens, 0).to(torch.int32)
-    used = torch.arange(block_table.shape[1], device=q.device)[None, :] < lens[:, None]
-    return {
-        "q": q,
-        "k_cache": k_cache,
-        "v_cache": v_cache,
-        "kv_indptr": kv_indptr,
-        "kv_indices": block_table[used].to(torch.int32),
-        "sm_scale": float(sm_scale),
-    }
-
-
-ADAPTERS: dict[str, Adapter] = {
-    # rmsnorm_h{H}: run(hidden_states[batch_size, hidden_size], weight[hidden_size]) -> output; ε lives in
-    # the definition's reference, so the task's eps argument is not passed on.
-    "rmsnorm": Adapter(
-        task="rmsnorm",
-        batch_axis="batch_size",
-        inputs=("hidden_states", "weight"),
-        outputs=("output",),
-        to_definition=lambda a: {"hidden_states": a[0], "weight": a[1]},
-        from_definition=_single,
-        const_dims={"H": "hidden_size"},
-        var_dims={"B": "batch_size"},
-        fixed_variant_keys=("H",),
-    ),
-    # fused_add_rmsnorm_h{H}: run(hidden_states, residual, weight) -> rmsnorm(hidden_states + residual).
-    "fused_add_rmsnorm": Adapter(
-        task="add_rmsnorm",
-        batch_axis="batch_size",
-        inputs=("hidden_states", "residual", "weight"),
-        outputs=("output",),
-        to_definition=lambda a: {"hidden_states": a[0], "residual": a[1], "weight": a[2]},
-        from_definition=_with_residual_sum,
-        const_dims={"H": "hidden_size"},
-        var_dims={"B": "batch_size"},
-        fixed_variant_keys=("H",),
-    ),
-    # gqa_paged_decode_h{Hq}_kv{Hkv}_d{D}_ps1: run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale)
-    # -> (output, lse). The task's block table and lengths become the CSR page lists; output is judged,
-    # lse (log-sum-exp per head) is not part of the task's output.
-    "gqa_paged": Adapter(
-        task="attention_decode",
-        batch_axis="batch_size",
-        inputs=("q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale"),
-        outputs=("output", "lse"),
-        to_definition=_paged_decode_inputs,
-        from_definition=_single,
-        const_dims={"Hq": "num_qo_heads", "Hkv": "num_kv_heads", "D": "head_dim", "page": "page_size"},
-        var_dims={"B": "batch_size"},
-        fixed_variant_keys=("layout", "head_dim", "page"),
-    ),
-    # gemm_n{N}_k{K}: run(A[M, K], B[N, K]) -> C[M, N] = A·Bᵀ (a linear layer's weight layout). The task's
-    # b[K, N] is drawn as the transposed view of a contiguous [N, K] weight, so Bᵀ is that weight, no copy.
-    "gemm": Adapter(
-        task="gemm",
-        batch_axis="M",
-        inputs=("A", "B"),
-        outputs=("C",),
-        to_definition=lambda a: {"A": a[0], "B": a[1].t().contiguous()},
-        from_definition=_single,
-        const_dims={"N": "N", "K": "K"},
-        var_dims={"M": "M"},
-    ),
-}
+__all__ = ["ADAPTERS", "Adapter", "adapter_for", "definition_task", "definition_task_name", "load_definition"]
 
 
 def _linear_weight(
@@ -183,36 +80,6 @@ def load_definition(path: str | Path) -> Any:
     return load_model("Definition", path)
 
 
-def adapter_for(definition: Any) -> Adapter:
-    """The adapter of ``definition``'s op_type; its inputs and outputs must be the ones the adapter knows."""
-    adapter = ADAPTERS.get(definition.op_type)
-    if adapter is None:
-        raise DefinitionError(
-            f"definition {definition.name}: op_type '{definition.op_type}' maps to no nodice task "
-            f"(mapped: {', '.join(sorted(ADAPTERS))})"
-        )
-    got = (tuple(definition.inputs), tuple(definition.outputs))
-    if got != (adapter.inputs, adapter.outputs):
-        raise DefinitionError(
-            f"definition {definition.name}: inputs {list(got[0])} and outputs {list(got[1])} are not the "
-            f"{definition.op_type} interface nodice adapts "
-            f"({list(adapter.inputs)} -> {list(adapter.outputs)})"
-        )
-    consts = definition.const_axes
-    missing = [a for a in adapter.const_dims.values() if a not in consts]
-    if adapter.batch_axis not in definition.var_axes or missing:
-        raise DefinitionError(
-            f"definition {definition.name}: nodice's {definition.op_type} adapter needs the variable axis "
-            f"{adapter.batch_axis} and the const axes {sorted(adapter.const_dims.values())}"
-        )
-    if definition.op_type == "gqa_paged" and consts.get("page_size") != 1:
-        raise DefinitionError(
-            f"definition {definition.name}: nodice adapts paged decode with page_size 1 "
-            f"(its kv_indices list tokens), not {consts.get('page_size')}"
-        )
-    return adapter
-
-
 def _signature(definition: Any, destination_passing: bool) -> str:
     def arg(name: str, spec: Any) -> str:
         return (
@@ -231,6 +98,8 @@ def _signature(definition: Any, destination_passing: bool) -> str:
 class _DefinitionTask:
     """Mixed in before a catalog task's class: the definition's interface over that task's batches."""
 
+    output_names: tuple[str, ...]  # the catalog task's (annotation only: its class attribute stays in force)
+
     def __init__(self, name: str, path: Path, definition: Any, adapter: Adapter, returns: bool) -> None:
         self.name = name
         self.definition = definition
@@ -241,6 +110,23 @@ class _DefinitionTask:
         self.batch_symbol = adapter.batch_axis
         self.contracts_of = adapter.task
         self.pinned = {dim: int(definition.const_axes[axis]) for dim, axis in adapter.const_dims.items()}
+        if adapter.judges_lse:
+            self.output_names = (*self.output_names, "lse")
+
+    # ---- lse: a second output, [rows, heads] fp32, selected as the task selects its rows -------------
+    def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
+        spec: list[tuple[torch.Size, torch.dtype]] = super().output_spec(args)  # type: ignore[misc]
+        if self.adapter.judges_lse:
+            spec = [*spec, (torch.Size(spec[0][0][:2]), torch.float32)]
+        return spec
+
+    def select(
+        self, output: Output, index: int, args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        pick = super().select  # type: ignore[misc]
+        if not self.adapter.judges_lse or not isinstance(output, tuple):
+            return pick(output, index, args)  # type: ignore[no-any-return]
+        return (*pick(output[0], index, args), *pick(output[1], index, args))
 
     # ---- the definition's reference ------------------------------------------------------
     @functools.cached_property
@@ -260,9 +146,15 @@ class _DefinitionTask:
         return [named[n] for n in self.adapter.inputs]
 
     def reference(self, *args: Any) -> Output:
-        out = self._reference_run(*self._definition_inputs(args))
-        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return self.adapter.from_definition(outs, args)
+        return self.adapter.from_definition(
+            self._as_outputs(self._reference_run(*self._definition_inputs(args))), args
+        )
+
+    def _as_outputs(self, out: Any) -> tuple[Any, ...]:
+        """A returned value as the definition's outputs in order (tuple, list, dict by name, one tensor)."""
+        if isinstance(out, dict):
+            return tuple(out[n] for n in self.adapter.outputs if n in out)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     # ---- the solution's entry point --------------------------------------------------------
     def bind_entry(
@@ -293,8 +185,7 @@ class _DefinitionTask:
         def run(*args: Any) -> Output:
             inputs = self._definition_inputs(args)
             if not self.destination_passing:
-                ret = entry(*inputs)
-                return adapter.from_definition(tuple(ret) if isinstance(ret, (tuple, list)) else (ret,), args)
+                return adapter.from_definition(self._as_outputs(entry(*inputs)), args)
             axes = definition.get_axes_values_from_inputs(inputs)
             io_dtype = next(
                 (t.dtype for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), dtype
@@ -325,6 +216,16 @@ class _DefinitionTask:
             lengths = variant.get("lengths") or ((17, 64) if device.type == "cpu" else (200, 3000))
             dims = {"layout": self.definition.name, **p, "lengths": tuple(lengths)}
             return Problem(device, dtype, dims, {"sm_scale": draw_sm_scale(gen, p["D"])})
+        if self.adapter.task == "mla_decode":
+            p = self.pinned
+            lengths = variant.get("lengths")
+            return super().problem(gen, device, dtype, heads=p["H"], page=p["page"], lengths=lengths)  # type: ignore[misc,call-arg]
+        if self.adapter.task == "dsa":
+            p = self.pinned
+            fixed = {"heads": p["H"], "page": p["page"], "topk": p["topk"]}
+            problem: Problem = super().problem(gen, device, dtype, **{**variant, **fixed})  # type: ignore[misc]
+            problem.dims.update(d_v=p["d_v"], d_rope=p["d_rope"])
+            return problem
         return super().problem(gen, device, dtype, **self.pinned)  # type: ignore[misc,call-arg]
 
     def workload_inputs(
@@ -366,6 +267,8 @@ class _DefinitionTask:
         seen, out = set(), []
         for w in workloads:
             params = {**w.params, **self.pinned}
+            if self.adapter.derived_params is not None:
+                params.update(self.adapter.derived_params(params))
             key = tuple(sorted(params.items()))
             if key not in seen:
                 seen.add(key)
