@@ -499,12 +499,13 @@ WHERE_RESTART = "        chunk_sum = tl.where((t + 1) % chunk == 0, 0.0, chunk_s
 IF_RESTART = "        if (t + 1) % chunk == 0:\n            chunk_sum = tl.full([LANES, DK], 0, tl.float32)\n"
 
 
-def _kda_chunks(tmp_path: Path, chunk_from: str) -> list:
+def _kda_chunks(tmp_path: Path, chunk_from: str, guard: str = "") -> list:
     source = KDA_CHUNKS.read_text()
     assert WHERE_RESTART in source
     chosen = "    chunk = SHORT_CHUNK if batch * seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK\n"
     assert chosen in source
-    source = source.replace(WHERE_RESTART, IF_RESTART).replace(chosen, f"    chunk = {chunk_from}\n")
+    restart = IF_RESTART.replace(" == 0:", f" == 0{guard}:")
+    source = source.replace(WHERE_RESTART, restart).replace(chosen, f"    chunk = {chunk_from}\n")
     return analyze(tmp_path, source, task="kda")[0]
 
 
@@ -521,5 +522,8 @@ def test_a_batch_dependent_runtime_value_deciding_where_a_loop_restarts_is_a_vio
 
 
 def test_a_restart_period_from_the_sequence_length_is_not(tmp_path: Path) -> None:
-    # The same branch with a chunk chosen from the sample's own length: every sequence restarts alike.
-    assert _kda_chunks(tmp_path, "SHORT_CHUNK if seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK") == []
+    # The same branch with a chunk chosen from the sample's own length: every sequence restarts
+    # alike. A bound test beside it, even on a batch value (the lane count), is a guard.
+    per_sample = "SHORT_CHUNK if seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK"
+    assert _kda_chunks(tmp_path, per_sample) == []
+    assert _kda_chunks(tmp_path, per_sample, guard=" and t < n_lanes * seq_len") == []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodice.gate.static.triton_exprs import KernelExprs
-from nodice.gate.static.triton_values import KV, dotted
+from nodice.gate.static.triton_values import KV, dotted, periodic_names
 
 # Order-insensitive accumulations: max/min give the same bits in any order.
 _EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin"}
@@ -282,16 +282,13 @@ class _KernelWalker(KernelExprs):
             self.walk(s.body)
 
     def _periodic_rewrite(self, s: ast.If, before: dict[str, KV]) -> None:
-        """``if (t + 1) % chunk == 0: acc = …`` in a loop over ``t``: the parameters beside the loop
-        index decide at which iterations a carried value is rewritten (a chunk boundary), so after
-        the branch it depends on them, as it would through ``tl.where(cond, new, acc)``. The loop
-        index's own bound is left out: a guard on it only says whether the iteration exists."""
-        names = {n.id for n in ast.walk(s.test) if isinstance(n, ast.Name)}
-        if not names & self.loop_indices:
-            return
+        """``if (t + 1) % chunk == 0: acc = …`` in a loop over ``t``: the values beside the loop index
+        in a periodic test decide at which iterations a carried value is rewritten (a chunk
+        boundary), so after the branch it depends on them, as through ``tl.where(cond, new, acc)``.
+        Bound tests (``if t < seq_len:``) stay guards: they say whether an iteration works."""
         labels = frozenset(
             lab
-            for n in names - self.loop_indices
+            for n in periodic_names(s.test, self.loop_indices)
             if n in self.env
             for lab in self.env[n].deps
             if ":" not in lab and lab not in self.info.constexprs
