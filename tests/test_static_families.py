@@ -162,13 +162,14 @@ def kernel(x, router_logits, w_gate_up, w_down, top_k):
     E = router_logits.shape[1]
     {routing}
     y = torch.zeros_like(x)
-    for e in range(E):
-        rows, slot = (ids == e).nonzero(as_tuple=True)
-        if rows.numel() == 0:
-            continue
-        gate, up = (x[rows] @ w_gate_up[e].t()).chunk(2, dim=-1)
-        act = torch.nn.functional.silu(gate) * up
-        y[rows] += (weights[rows, slot, None] * (act @ w_down[e].t())).to(x.dtype)
+    # One token's rows at a time: a GEMM on an expert's gathered tokens (``x[rows] @ W``) would have
+    # as many rows as the expert's load, a batch quantity (library_kernel_by_shape).
+    for t in range(T):
+        for s in range(top_k):
+            e = int(ids[t, s])
+            gate, up = (x[t : t + 1] @ w_gate_up[e].t()).chunk(2, dim=-1)
+            act = torch.nn.functional.silu(gate) * up
+            y[t] += (weights[t, s] * (act @ w_down[e].t()))[0].to(x.dtype)
     return y
 """
 

@@ -90,6 +90,14 @@ CAUGHT = {
             _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=cfg.tile)
             return y
         """,
+    "tile_from_a_count_of_masked_rows": """
+        def kernel(x, weight, eps):
+            # A comparison keeps the batch axis: the count of the rows it selects is a batch statistic.
+            busy = int((x.abs().amax(dim=1) > 0).sum())
+            y = torch.empty_like(x)
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=256 if busy < 8 else 1024)
+            return y
+        """,
     "whole_batch_torch_matmul": """
         def kernel(x, weight, eps):
             ones = torch.ones((x.shape[1], 1), device=x.device)
@@ -127,6 +135,16 @@ PASSING = {
                 _launch(x[:full], weight, y[:full], eps)
             if full < x.shape[0]:
                 _launch(x[full:], weight, y[full:], eps)
+            return y
+        """,
+    "rows_gathered_by_a_mask": """
+        def kernel(x, weight, eps):
+            # Gathering the rows a batch-wide mask selects is not a finding by itself: each row is
+            # still normalised on its own.
+            y = torch.zeros_like(x)
+            rows = (x.abs().amax(dim=1) > 0).nonzero()[:, 0]
+            xs = x[rows].float()
+            y[rows] = (xs * torch.rsqrt(xs.pow(2).mean(dim=-1, keepdim=True) + eps) * weight).to(x.dtype)
             return y
         """,
     "one_row_matmul_per_sample": """

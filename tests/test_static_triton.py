@@ -492,3 +492,38 @@ def test_a_constexpr_flag_from_the_problem_or_a_runtime_guard_is_not(tmp_path: P
     # A runtime bound on the batch decides whether a program works, not what it computes.
     guard = ROW_SCALE.format(cond="row < n_rows", flag="True")
     assert analyze(tmp_path, guard, "rmsnorm")[0] == []
+
+
+KDA_CHUNKS = Path(__file__).resolve().parents[1] / "nodice" / "examples" / "kda" / "chunk_size_from_tokens.py"
+WHERE_RESTART = "        chunk_sum = tl.where((t + 1) % chunk == 0, 0.0, chunk_sum)\n"
+IF_RESTART = "        if (t + 1) % chunk == 0:\n            chunk_sum = tl.full([LANES, DK], 0, tl.float32)\n"
+
+
+def _kda_chunks(tmp_path: Path, chunk_from: str, guard: str = "") -> list:
+    source = KDA_CHUNKS.read_text()
+    assert WHERE_RESTART in source
+    chosen = "    chunk = SHORT_CHUNK if batch * seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK\n"
+    assert chosen in source
+    restart = IF_RESTART.replace(" == 0:", f" == 0{guard}:")
+    source = source.replace(WHERE_RESTART, restart).replace(chosen, f"    chunk = {chunk_from}\n")
+    return analyze(tmp_path, source, task="kda")[0]
+
+
+def test_a_batch_dependent_runtime_value_deciding_where_a_loop_restarts_is_a_violation(
+    tmp_path: Path,
+) -> None:
+    # ``if (t + 1) % chunk == 0: chunk_sum = 0`` is ``tl.where`` as a branch: the chunk, chosen from
+    # B·T on the host, decides at which tokens the carried gate sum starts over.
+    violations = _kda_chunks(
+        tmp_path, "SHORT_CHUNK if batch * seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK"
+    )
+    f = next(f for f in violations if f.rule == "batch_value_in_kernel_output")
+    assert f.protected == "chunk" and any("q.shape[0]" in step for step in f.path), f.path
+
+
+def test_a_restart_period_from_the_sequence_length_is_not(tmp_path: Path) -> None:
+    # The same branch with a chunk chosen from the sample's own length: every sequence restarts
+    # alike. A bound test beside it, even on a batch value (the lane count), is a guard.
+    per_sample = "SHORT_CHUNK if seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK"
+    assert _kda_chunks(tmp_path, per_sample) == []
+    assert _kda_chunks(tmp_path, per_sample, guard=" and t < n_lanes * seq_len") == []

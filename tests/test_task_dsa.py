@@ -121,6 +121,18 @@ def test_violating_variant_is_caught_statically(variant: str, rule: str) -> None
     assert any("q.shape[0]" in step or "indices" in step for step in finding.path), finding.path
 
 
+def test_the_union_keyed_on_a_comparison_mask_is_caught_statically(tmp_path: Path) -> None:
+    # ``indices >= 0`` keeps the index lists' batch axis, as ``indices.ge(0)`` does: the union of
+    # the entries it selects is a batch statistic, and the per-row sort keyed on it is found.
+    source = (EXAMPLES / "union_in_slot_order.py").read_text()
+    assert "used = indices.ge(0)\n" in source
+    compared = tmp_path / "union_compared.py"
+    compared.write_text(source.replace("used = indices.ge(0)\n", "used = indices >= 0\n"))
+    violations, _ = run_static(compared, get_task(TASK))
+    rules = {f.rule for f in violations}
+    assert "sample_order_from_batch" in rules, [(f.rule, f.message) for f in violations]
+
+
 def test_keeping_the_indexers_order_after_the_union_is_not_a_finding(tmp_path: Path) -> None:
     # The same compact gather without the per-row sort keeps each row's own order: invariant.
     source = (EXAMPLES / "union_in_slot_order.py").read_text()

@@ -161,7 +161,13 @@ class ExprMixin:
 
     def e_Compare(self, node: ast.Compare) -> V:
         vals = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
-        return V(taint=first_taint(*vals))
+        taint = first_taint(*vals)
+        t = next((v for v in vals if v.kind == "tensor"), None)
+        if t is not None:
+            # ``indices >= 0``: elementwise, a mask with the operands' axes (the batch axis among them).
+            batched = next((v for v in vals if v.kind == "tensor" and v.batch is not None), t)
+            return V(taint=taint, kind="tensor", batch=batched.batch, rank=batched.rank, baxis=batched.baxis)
+        return V(taint=taint)
 
     def e_IfExp(self, node: ast.IfExp) -> V:
         cond = self.expr(node.test)
@@ -308,9 +314,12 @@ class ExprMixin:
             isinstance(first, ast.Constant) and first.value is Ellipsis
         )
         if not isinstance(node.slice, ast.Tuple) and idx.kind == "tensor":
-            # ``x[tokens]``: a gather; as many rows as the index has (an expert's load …).
+            # ``x[tokens]``: a gather; as many rows as the index has (an expert's load …). Rows of a
+            # batch tensor are the samples' own values wherever the index puts them; a table looked
+            # up at batch-derived positions (``seeds[arange(B)]``) gives values that depend on them.
             rows = idx.batch or idx.taint or base.batch
-            return V(taint=base.taint or idx.taint, kind="tensor", batch=rows, rank=base.rank)
+            taint = base.taint if base.batch is not None and base.baxis == 0 else base.taint or idx.taint
+            return V(taint=taint, kind="tensor", batch=rows, rank=base.rank)
         if base.batch is not None and not keeps_batch and base.baxis == 0:
             return V(taint=base.taint, kind="tensor", rank=base.rank - 1 if base.rank else None)
         return V(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodice.gate.static.triton_exprs import KernelExprs
-from nodice.gate.static.triton_values import KV, dotted
+from nodice.gate.static.triton_values import KV, dotted, periodic_names
 
 # Order-insensitive accumulations: max/min give the same bits in any order.
 _EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin"}
@@ -183,6 +183,7 @@ class _KernelWalker(KernelExprs):
         self.control: frozenset[str] = frozenset()
         self.masked: set[str] = set()  # loop-index labels that some ordering mask compares against
         self.consts: dict[str, Any] = {}  # constexpr flags this specialisation fixes
+        self.loop_indices: set[str] = set()  # names of the enclosing loops' indices
         self.updates = loop_updates(info.node)
 
     # ---- hooks used by the expression evaluator -------------------------------
@@ -269,6 +270,7 @@ class _KernelWalker(KernelExprs):
                 if name in before and value is not before[name]:
                     deps = value.deps | flags
                     self.env[name] = KV(deps, value.shape, value.dtype, value.data, value.reduced)
+            self._periodic_rewrite(s, before)
         elif isinstance(s, ast.Return) and s.value is not None:
             v = self.expr(s.value)
             if self.control:
@@ -278,6 +280,29 @@ class _KernelWalker(KernelExprs):
             self.expr(s.value)
         elif isinstance(s, ast.With):
             self.walk(s.body)
+
+    def _periodic_rewrite(self, s: ast.If, before: dict[str, KV]) -> None:
+        """``if (t + 1) % chunk == 0: acc = …`` in a loop over ``t``: the values beside the loop index
+        in a periodic test decide at which iterations a carried value is rewritten (a chunk
+        boundary), so after the branch it depends on them, as through ``tl.where(cond, new, acc)``.
+        Bound tests (``if t < seq_len:``) stay guards: they say whether an iteration works."""
+        labels = frozenset(
+            lab
+            for n in periodic_names(s.test, self.loop_indices)
+            if n in self.env
+            for lab in self.env[n].deps
+            if ":" not in lab and lab not in self.info.constexprs
+        )
+        for name, value in list(self.env.items()) if labels else []:
+            old = before.get(name)
+            if old is not None and value is not old:
+                self.env[name] = KV(
+                    value.deps | old.deps | labels,
+                    value.shape,
+                    value.dtype,
+                    value.data or old.data,
+                    value.reduced or old.reduced,
+                )
 
     def _fixed_branch(self, test: ast.expr) -> bool | None:
         """The side a branch on a fixed constexpr flag takes (``if FLAG:``, ``if not FLAG:``), else None."""
@@ -306,9 +331,12 @@ class _KernelWalker(KernelExprs):
         loop_vars = set(_assigned_names(s.target))
         candidates = (selfref & before) - reinit - loop_vars
         snapshot = {n: self.env[n].deps for n in before}
+        outer = self.loop_indices
+        self.loop_indices = outer | loop_vars
         self.walk(s.body)
         if any(self.env[n].deps != d for n, d in snapshot.items() if n in self.env):
             self.walk(s.body)  # values carried around the loop reach the next iteration
+        self.loop_indices = outer
         accumulators = {n for n in candidates if self.env[n].data}
         if accumulators & inexact:  # a loop that only takes maxima reduces in any order alike
             for n in accumulators:

@@ -99,3 +99,19 @@ def const_int(node: ast.AST | None) -> int | None:
         inner = const_int(node.operand)
         return -inner if inner is not None else None
     return None
+
+
+def periodic_names(test: ast.expr, loop_indices: set[str]) -> set[str]:
+    """The names beside the loop indices in the comparisons of ``test`` that take a loop index
+    modulo (or divided by) something: ``chunk`` in ``(t + 1) % chunk == 0``, nothing in ``t < n``."""
+    names: set[str] = set()
+    for cmp in (n for n in ast.walk(test) if isinstance(n, ast.Compare)):
+        periodic = any(
+            isinstance(b, ast.BinOp)
+            and isinstance(b.op, ast.Mod | ast.FloorDiv)
+            and any(isinstance(m, ast.Name) and m.id in loop_indices for m in ast.walk(b.left))
+            for b in ast.walk(cmp)
+        )
+        if periodic:
+            names |= {n.id for n in ast.walk(cmp) if isinstance(n, ast.Name)} - loop_indices
+    return names
