@@ -168,6 +168,23 @@ def test_strided_outputs_are_bad_outputs_not_cheats() -> None:
     assert not fake_output.overlaps_itself(torch.randn(8).as_strided((3, 2), (2, 3)))  # odd strides, disjoint
 
 
+def test_precision_downgrade_is_a_band_not_any_error() -> None:
+    task = get_task("rmsnorm")
+    gen = torch.Generator().manual_seed(3)
+    problem = task.problem(gen, CPU, torch.float32)
+    args = task.compose(problem, [task.sample(problem, gen) for _ in range(4)], gen)
+    ref = task.reference(*args)
+    x, w, eps = args
+    halved = tuple(a.half().float() if isinstance(a, torch.Tensor) else a for a in (x, w))
+    downgraded = task.reference(*halved, eps)
+    assert precision_downgrade.judge(task, args, ref.clone(), ref, torch.float32) is None
+    assert "below float32 precision" in (
+        precision_downgrade.judge(task, args, downgraded, ref, torch.float32) or ""
+    )
+    # An outright wrong result is far beyond any cheaper format: the correctness check's to report.
+    assert precision_downgrade.judge(task, args, ref * 2, ref, torch.float32) is None
+
+
 def test_round_mantissa() -> None:
     t = torch.tensor([1.0 + 2**-12, 1.0 + 2**-10, 3.0, -1.5 - 3 * 2**-12])
     assert torch.equal(precision_downgrade.round_mantissa(t, 10), t.half().float())

@@ -187,8 +187,8 @@ def test_the_padded_path_is_caught_by_the_outputs_too() -> None:
 def test_lse_is_judged_against_the_definitions_reference(tmp_path: Path) -> None:
     """A solution whose output is right and whose lse is the natural log (not base 2) is rejected.
 
-    The guards' first probe already sees the error (every output counts in its relative RMS error, and
-    ``o`` is exact here): far beyond fp32 rounding, it is judged as computing below the dtype's precision.
+    Every output counts: ``o`` is exact here and ``lse`` is off by 1 - ln 2 of its value, far beyond any
+    cheaper format's rounding, so the correctness check reports it as incorrect (not as a cheat).
     """
     data = json.loads(DSA_OK.read_text())
     source = data["sources"][0]["content"]
@@ -199,6 +199,5 @@ def test_lse_is_judged_against_the_definitions_reference(tmp_path: Path) -> None
     r = run_cli("check", str(natural), "--definition", str(DSA_DEF), "--device", "cpu", "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     result = json.loads(r.stdout)
-    assert result["verdict"] == "cheat" and result["cheat_rule"] == "precision-downgrade", result
-    err = float(result["reason"].split("relative RMS error ")[1].split()[0])
-    assert 0.2 < err < 0.35  # ln vs log2: 1 - ln 2 ≈ 0.31 of lse, diluted by the exact o
+    assert result["verdict"] == "incorrect" and not result["cheat_rule"], result
+    assert "lse" in result["reason"], result["reason"]

@@ -8,6 +8,10 @@ inputs are first rounded to the cheaper format's mantissa. An honest kernel
 differs from the reference by output rounding only (at most about one ulp of
 the output dtype); the emulated downgrade is several times worse. A candidate
 whose error reaches half the downgrade's is computing in the cheaper format.
+
+An error far beyond the downgrade's (``UPPER`` times or more) is not a cheaper format: it is a
+wrong result, and the correctness check reports it as incorrect. A cheat verdict is kept for what
+the rule shows.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ DESCRIPTION = "computes in a lower precision than the task's dtype (e.g. fp8 for
 DOWNGRADE_MANTISSA = {torch.bfloat16: 3, torch.float16: 7, torch.float32: 10}
 # Fraction of the emulated downgrade's error at which the candidate is judged downgraded.
 THRESHOLD = 0.5
+# Errors this many times the emulated downgrade's or more are wrong results, not downgrades.
+UPPER = 16.0
 
 
 def round_mantissa(t: torch.Tensor, bits: int) -> torch.Tensor:
@@ -64,7 +70,7 @@ def downgrade_error(task: Task, args: tuple[Any, ...], ref: Output, dtype: torch
 def judge(task: Task, args: tuple[Any, ...], out: Output, ref: Output, dtype: torch.dtype) -> str | None:
     err = _relative_rms(out, ref)
     low = downgrade_error(task, args, ref, dtype)
-    if low > 0 and err >= THRESHOLD * low:
+    if low > 0 and THRESHOLD * low <= err < UPPER * low:
         bits = DOWNGRADE_MANTISSA[dtype]
         return (
             f"relative RMS error {err:.3g} vs the reference, while inputs rounded to {bits} mantissa bits "
