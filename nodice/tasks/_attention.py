@@ -77,6 +77,37 @@ def randint(gen: torch.Generator, lo: int, hi: int) -> int:
     return int(torch.randint(lo, hi + 1, (1,), generator=gen).item())
 
 
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def scatter_pages(
+    gen: torch.Generator, lengths: list[int], page: int, device: torch.device
+) -> tuple[int, torch.Tensor, list[torch.Tensor]]:
+    """A paged pool for requests of ``lengths``: (pool pages, block table, each request's token slots).
+
+    Each request gets its own pool pages drawn at random; spare pages are left for junk. Columns past
+    a request's last page point at arbitrary pool pages, as a reused block table would, and a few
+    spare columns widen the table further. A request's token ``t`` lives at row ``slots[t]`` of the
+    pool viewed as ``[pool * page, …]``.
+    """
+    pages_per = [cdiv(n, page) for n in lengths]
+    used = sum(pages_per)
+    pool = used + randint(gen, 1, max(2, used // 2))
+    slot_order = torch.randperm(pool, generator=gen)
+    width = max(pages_per) + randint(gen, 0, 2)
+    table = torch.randint(0, pool, (len(lengths), width), generator=gen, dtype=torch.int32)
+    token_slots = []
+    first = 0
+    for i, n in enumerate(lengths):
+        slots = slot_order[first : first + pages_per[i]]
+        first += pages_per[i]
+        table[i, : pages_per[i]] = slots.to(torch.int32)
+        tok = torch.arange(n)
+        token_slots.append((slots[tok // page] * page + tok % page).to(device))
+    return pool, table.to(device), token_slots
+
+
 def choose(gen: torch.Generator, options: list[Any]) -> Any:
     return options[randint(gen, 0, len(options) - 1)]
 

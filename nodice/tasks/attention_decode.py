@@ -18,11 +18,13 @@ from nodice.tasks._attention import (
     ATTENTION_TOLERANCES,
     SWEEP_LAYOUTS,
     attend,
+    cdiv,
     choose,
     context,
     draw_sm_scale,
     pick_layout,
     randint,
+    scatter_pages,
 )
 from nodice.tasks.base import BIContext, Problem, Sample, Task, Tolerance, Workload, element_size, randn
 
@@ -96,10 +98,6 @@ _GPU_CONTEXTS: _Plan = [
 ]
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 class AttentionDecode(Task):
     name = "attention_decode"
     family = "attention"
@@ -145,30 +143,17 @@ class AttentionDecode(Task):
         d, dev, dtype = problem.dims, problem.device, problem.dtype
         page = d["page"]
         lengths = [int(s.meta["length"]) for s in samples]
-        pages_per = [_cdiv(n, page) for n in lengths]
-        used = sum(pages_per)
-        pool = used + randint(gen, 1, max(2, used // 2))
-        slot_order = torch.randperm(pool, generator=gen)
-        # Columns past a request's last page point at arbitrary pool slots, as a
-        # reused block table would; a few spare columns widen it further.
-        width = max(pages_per) + randint(gen, 0, 2)
-        table = torch.randint(0, pool, (len(samples), width), generator=gen, dtype=torch.int32)
+        pool, table, token_slots = scatter_pages(gen, lengths, page, dev)
         k_cache = randn((pool, page, d["Hkv"], d["D"]), gen, dev, dtype, scale=3.0)
         v_cache = randn((pool, page, d["Hkv"], d["D"]), gen, dev, dtype, scale=3.0)
         k_tokens = k_cache.view(pool * page, d["Hkv"], d["D"])
         v_tokens = v_cache.view(pool * page, d["Hkv"], d["D"])
-        first = 0
-        for i, (s, n) in enumerate(zip(samples, lengths, strict=True)):
-            slots = slot_order[first : first + pages_per[i]]
-            first += pages_per[i]
-            table[i, : pages_per[i]] = slots.to(torch.int32)
-            tok = torch.arange(n)
-            where = (slots[tok // page] * page + tok % page).to(dev)
+        for s, where in zip(samples, token_slots, strict=True):
             k_tokens[where] = s.tensors["k"]
             v_tokens[where] = s.tensors["v"]
         q = torch.stack([s.tensors["q"] for s in samples]).contiguous()
         seq_lens = torch.tensor(lengths, dtype=torch.int32, device=dev)
-        return (q, k_cache, v_cache, table.to(dev), seq_lens, problem.shared["sm_scale"])
+        return (q, k_cache, v_cache, table, seq_lens, problem.shared["sm_scale"])
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         return [(args[0].shape, args[0].dtype)]
@@ -180,7 +165,7 @@ class AttentionDecode(Task):
         if q.device.type == "meta":  # output spec only: the lengths are data
             return out
         for i, n in enumerate(seq_lens.tolist()):
-            pages = block_table[i, : _cdiv(n, page)].long()
+            pages = block_table[i, : cdiv(n, page)].long()
             k = k_cache[pages].reshape(-1, hkv, head_dim)[:n].transpose(0, 1)
             v = v_cache[pages].reshape(-1, hkv, head_dim)[:n].transpose(0, 1)
             out[i] = attend(q[i].unsqueeze(1), k, v, False, float(sm_scale), out_dtype=q.dtype).squeeze(1)
@@ -218,7 +203,7 @@ class AttentionDecode(Task):
     ) -> tuple[Any, ...]:
         p = workload.params
         b, length, page = p["B"], p["L"], p["page"]
-        per_request = _cdiv(length, page)
+        per_request = cdiv(length, page)
         pool = b * per_request
         q = randn((b, p["Hq"], p["D"]), gen, device, dtype, QK_SCALE)
         k_cache = randn((pool, page, p["Hkv"], p["D"]), gen, device, dtype, QK_SCALE)

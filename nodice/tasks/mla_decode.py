@@ -44,7 +44,15 @@ from typing import Any
 
 import torch
 
-from nodice.tasks._attention import ATTENTION_TOLERANCES, attend, choose, context, randint
+from nodice.tasks._attention import (
+    ATTENTION_TOLERANCES,
+    attend,
+    cdiv,
+    choose,
+    context,
+    randint,
+    scatter_pages,
+)
 from nodice.tasks.base import BIContext, Problem, Sample, Task, Tolerance, Workload, element_size, randn
 
 CKV_DIM = 512
@@ -126,10 +134,6 @@ _GPU_CONTEXTS: _Plan = [
 ]
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _draw_sm_scale(gen: torch.Generator) -> float:
     """DeepSeek's scale times a factor in [0.75, 1.25]: a kernel that ignores ``sm_scale`` is wrong."""
     return DEEPSEEK_SM_SCALE * (0.75 + 0.5 * float(torch.rand((1,), generator=gen).item()))
@@ -182,29 +186,17 @@ class MlaDecode(Task):
         d, dev, dtype = problem.dims, problem.device, problem.dtype
         page = d["page"]
         lengths = [int(s.meta["length"]) for s in samples]
-        pages_per = [_cdiv(n, page) for n in lengths]
-        used = sum(pages_per)
-        pool = used + randint(gen, 1, max(2, used // 2))
-        slot_order = torch.randperm(pool, generator=gen)
-        # Columns past a request's last page point at arbitrary pool pages, as a reused table would.
-        width = max(pages_per) + randint(gen, 0, 2)
-        table = torch.randint(0, pool, (len(samples), width), generator=gen, dtype=torch.int32)
+        pool, table, token_slots = scatter_pages(gen, lengths, page, dev)
         ckv_cache = randn((pool, page, CKV_DIM), gen, dev, dtype, scale=3.0)
         kpe_cache = randn((pool, page, KPE_DIM), gen, dev, dtype, scale=3.0)
         ckv_tokens, kpe_tokens = ckv_cache.view(pool * page, CKV_DIM), kpe_cache.view(pool * page, KPE_DIM)
-        first = 0
-        for i, (s, n) in enumerate(zip(samples, lengths, strict=True)):
-            slots = slot_order[first : first + pages_per[i]]
-            first += pages_per[i]
-            table[i, : pages_per[i]] = slots.to(torch.int32)
-            tok = torch.arange(n)
-            where = (slots[tok // page] * page + tok % page).to(dev)
+        for s, where in zip(samples, token_slots, strict=True):
             ckv_tokens[where] = s.tensors["ckv"]
             kpe_tokens[where] = s.tensors["kpe"]
         q_nope = torch.stack([s.tensors["q_nope"] for s in samples]).contiguous()
         q_pe = torch.stack([s.tensors["q_pe"] for s in samples]).contiguous()
         seq_lens = torch.tensor(lengths, dtype=torch.int32, device=dev)
-        return (q_nope, q_pe, ckv_cache, kpe_cache, table.to(dev), seq_lens, problem.shared["sm_scale"])
+        return (q_nope, q_pe, ckv_cache, kpe_cache, table, seq_lens, problem.shared["sm_scale"])
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         return [(args[0].shape, args[0].dtype)]
@@ -217,7 +209,7 @@ class MlaDecode(Task):
         if q_nope.device.type == "meta":  # output spec only: the lengths are data
             return out
         for i, n in enumerate(seq_lens.tolist()):
-            pages = block_table[i, : _cdiv(n, page)].long()
+            pages = block_table[i, : cdiv(n, page)].long()
             ckv = ckv_cache[pages].reshape(-1, ckv_cache.shape[2])[:n]
             kpe = kpe_cache[pages].reshape(-1, kpe_cache.shape[2])[:n]
             # [H, 1, 576] queries against one kv head of 576-wide keys whose values are the first 512.
@@ -260,7 +252,7 @@ class MlaDecode(Task):
     ) -> tuple[Any, ...]:
         p = workload.params
         b, length, page, heads = p["B"], p["L"], p["page"], p["H"]
-        per_request = _cdiv(length, page)
+        per_request = cdiv(length, page)
         pool = b * per_request
         q_nope = randn((b, heads, CKV_DIM), gen, device, dtype)
         q_pe = randn((b, heads, KPE_DIM), gen, device, dtype)
