@@ -1,131 +1,38 @@
 """Sweep the wide MLA decode candidate against the seed and FlashInfer MLA (GPU, bf16).
 
-Times the seed (``nodice/examples/mla_decode/seed.py``), every library baseline that loads, and
-``mla_decode_wide.py`` under each pin table, on every workload of ``mla_decode``, with nodice's CUDA
-timer (the benchmark's method, head start included). Each pin table is applied to every workload:
-no setting depends on the batch. One JSON line per (implementation, setting, workload) is appended
-to ``--out`` as it goes.
+The seed (``nodice/examples/mla_decode/seed.py``), every library baseline that loads, and
+``mla_decode_wide.py`` under each pin table (``sweep_pins.py``), on every ``mla_decode`` workload.
 
     python3 bench/gpu/candidates/sweep_mla.py --out $OUT/sweep_mla.jsonl [--seconds 200]
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import itertools
-import json
-import math
 import sys
-import time
-from pathlib import Path
-from typing import Any
 
-import torch
-
-from nodice.bench.baselines import load_baselines
-from nodice.bench.throughput import timed_call, workload_args
-from nodice.bench.timing import measure
-from nodice.tasks import get_task
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
-TASKS = ("mla_decode",)
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from sweep_pins import ROOT, Sweep, main
 
 
 def _tables() -> list[dict[str, int]]:
     # The pins most likely to matter first: the split size and the value-column parts.
-    out = []
-    for split, parts, bn, warps, stages in itertools.product(
-        (1024, 512, 2048), (2, 1, 4), (32, 64), (8, 4), (2, 1)
-    ):
-        out.append(
-            {"SPLIT_TOKENS": split, "V_PARTS": parts, "BLOCK_N": bn, "NUM_WARPS": warps, "NUM_STAGES": stages}
+    return [
+        {"SPLIT_TOKENS": split, "V_PARTS": parts, "BLOCK_N": bn, "NUM_WARPS": warps, "NUM_STAGES": stages}
+        for split, parts, bn, warps, stages in itertools.product(
+            (1024, 512, 2048), (2, 1, 4), (32, 64), (8, 4), (2, 1)
         )
-    return out
+    ]
 
 
-def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seconds", type=float, default=150.0)
-    args = ap.parse_args()
-    device = torch.device("cuda")
-    dtype = torch.bfloat16
-    deadline = time.monotonic() + args.seconds
-    out = open(args.out, "a")  # noqa: SIM115 (appended to line by line until the end)
-    for i, task_name in enumerate(TASKS):
-        task_deadline = time.monotonic() + (deadline - time.monotonic()) / (len(TASKS) - i)
-        task = get_task(task_name)
-        workloads = task.workloads()
-        inputs = {w.name: workload_args(task, w, device, dtype, 0) for w in workloads}
-        gb = {w.name: task.bytes_moved(w, dtype) / 1e9 for w in workloads}
-        seed = _load(ROOT / "nodice" / "examples" / task_name / "seed.py", f"seed_{task_name}")
-        impls: dict[str, Any] = {"seed": seed.kernel}
-        baselines, missing = load_baselines(task_name, device)
-        impls.update(baselines)
-        for name, why in missing.items():
-            print(f"{task_name}: baseline {name} missing: {why}", flush=True)
-        best: dict[str, float] = {}
-        for name, fn in impls.items():
-            ratios = []
-            for w in workloads:
-                t = measure(timed_call(fn, inputs[w.name]), (), device)
-                gbps = gb[w.name] / (t.ms / 1e3)
-                if name != "seed":
-                    best[w.name] = max(best.get(w.name, 0.0), gbps)
-                out.write(
-                    json.dumps(
-                        {"task": task_name, "impl": name, "workload": w.name, "ms": t.ms, "gbps": gbps}
-                    )
-                    + "\n"
-                )
-                ratios.append(gbps)
-            out.flush()
-            print(f"{task_name} {name}: geomean {_geomean(ratios):.0f} GB/s", flush=True)
-        cand = _load(HERE / "mla_decode_wide.py", f"cand_{task_name}")
-        original = {k: getattr(cand, k) for k in _tables()[0]}
-        for table in [original, *_tables()]:
-            if time.monotonic() > task_deadline:
-                print(f"{task_name}: out of time", flush=True)
-                break
-            for k, v in table.items():
-                setattr(cand, k, v)
-            vs_best = []
-            for w in workloads:
-                try:
-                    t = measure(cand.kernel, inputs[w.name], device)
-                    ms, err = t.ms, None
-                except Exception as exc:  # a setting that does not compile or run
-                    ms, err = None, f"{type(exc).__name__}: {str(exc)[:200]}"
-                gbps = gb[w.name] / (ms / 1e3) if ms else None
-                ratio = gbps / best[w.name] if gbps and best.get(w.name) else None
-                row = {"task": task_name, "impl": "candidate", "setting": table, "workload": w.name}
-                row.update(ms=ms, gbps=gbps, error=err, vs_best_baseline=ratio)
-                out.write(json.dumps(row) + "\n")
-                if row["vs_best_baseline"]:
-                    vs_best.append(row["vs_best_baseline"])
-            out.flush()
-            low = min(vs_best, default=float("nan"))
-            print(
-                f"{task_name} {table}: × best baseline {_geomean(vs_best):.3f}, lowest {low:.3f}", flush=True
-            )
-        for k, v in original.items():
-            setattr(cand, k, v)
-    return 0
-
+PLAN = [
+    Sweep(
+        "mla_decode",
+        ROOT / "nodice" / "examples" / "mla_decode" / "seed.py",
+        "seed",
+        "mla_decode_wide.py",
+        _tables,
+    )
+]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(PLAN))
