@@ -44,7 +44,16 @@ def main(paths: list[str]) -> int:
     versions: dict[str, str] = {}
     seen: set[str] = set()
     for path in paths:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            report = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"audit_table: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+        if not isinstance(report, dict) or not isinstance(report.get("tasks"), dict):
+            print(
+                f"audit_table: {path} is not a kernel benchmark report (no 'tasks' object)", file=sys.stderr
+            )
+            return 2
         device = torch.device(report.get("device_type") or "cuda")
         for lib, version in (report.get("versions") or {}).items():
             versions.setdefault(lib, version)
