@@ -25,8 +25,8 @@ _LAYERS = [
     ("Qwen3-32B", "qwen3-32b", "qkv", 5120, 10240),
     ("Qwen3-32B", "qwen3-32b", "down", 25600, 5120),
 ]
-# Tokens per call: a decode step over a batch of requests, and a prefill chunk.
-_TOKENS = {"decode": 64, "prefill": 4096}
+# Tokens per call, from one request's decode step to a long prefill chunk: M from 1 to 16384.
+_TOKENS = {"decode-1": 1, "decode": 64, "mixed-512": 512, "prefill": 4096, "prefill-16k": 16384}
 
 # The problem the gate checks on: CPU-sized for the interpreter, Llama-3-8B's O projection on GPU.
 _CPU_DIMS = {"K": 512, "N": 256}

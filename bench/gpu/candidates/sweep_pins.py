@@ -39,7 +39,7 @@ class Sweep:
     reference: Path
     reference_name: str
     candidate: str
-    tables: Callable[[], list[dict[str, int]]]
+    tables: Callable[[], list[dict[str, Any]]]
 
 
 def _load(path: Path, name: str) -> Any:
