@@ -19,6 +19,9 @@ tile table keyed on M fixes that, and it is safe here because of *which* sizes i
   loads are pipelined, not what is added to what.
 - No split-K, no atomics, no stream-K: no two programs share an output element's reduction.
 
+The rules below were read off a sweep of every tile over every workload on the H200
+(``sweep_gemm.py``; bench/results/gemm_tiles_h200/).
+
 The static stage reads the table as what it is (tiles of non-reduction axes); the dynamic stage
 on the GPU checks the claim bitwise with row counts on both sides of every bucket edge.
 """
@@ -31,22 +34,41 @@ import triton.language as tl
 BLOCK_K = 64
 
 # Loads through TMA descriptors (one setting for every shape: the kernel does not change with M).
-USE_TMA = 0
+USE_TMA = 1
 
-# (largest M of the bucket, BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages).
-# Buckets are walked in order; the last one takes every larger M.
-TILES = (
-    (64, 64, 64, 8, 4, 5),
-    (256, 64, 128, 8, 4, 4),
-    (1 << 62, 128, 128, 8, 8, 3),
-)
+# Decode sizes stream the weight: a tile is 64 rows (the smallest warp-group MMA) by the widest
+# column block that still gives the layer at least DECODE_TILES column tiles, so that the weight
+# is read by (about) every SM at once. (BLOCK_N, num_stages): narrower tiles pipeline deeper.
+DECODE_TILES = {1: 64, 64: 128}  # largest M of the bucket -> column tiles wanted
+DECODE_BLOCKS = ((256, 3), (128, 4), (64, 5), (32, 6))
+# Larger M is compute-bound: 128 × 256 tiles (two warp groups, 8 warps) wherever they fill two
+# waves of the machine, else 128 × 128.
+WIDE = (128, 256, 8, 3)
+NARROW = (128, 128, 8, 4)
+WIDE_MIN_TILES = 264
+GROUP_M = 8
+
+# A single pinned tile for every M; the sweep sets it ([[limit, BLOCK_M, BLOCK_N, GROUP_M,
+# num_warps, num_stages]]), kernel() uses the rules above when it is None.
+TILES = None
 
 
-def _tile(m: int) -> tuple[int, int, int, int, int]:
-    for limit, block_m, block_n, group_m, warps, stages in TILES:
+def _tile(m: int, n: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages) for an M × N output."""
+    if TILES is not None:
+        for limit, block_m, block_n, group_m, warps, stages in TILES:
+            if m <= limit:
+                return block_m, block_n, group_m, warps, stages
+    for limit, wanted in DECODE_TILES.items():
         if m <= limit:
-            return block_m, block_n, group_m, warps, stages
-    return tuple(TILES[-1][1:])
+            for block_n, stages in DECODE_BLOCKS:
+                if triton.cdiv(n, block_n) >= wanted:
+                    return 64, block_n, GROUP_M, 4, stages
+            return 64, DECODE_BLOCKS[-1][0], GROUP_M, 4, DECODE_BLOCKS[-1][1]
+    block_m, block_n, warps, stages = WIDE
+    if triton.cdiv(m, block_m) * triton.cdiv(n, block_n) < WIDE_MIN_TILES:
+        block_m, block_n, warps, stages = NARROW
+    return block_m, block_n, GROUP_M, warps, stages
 
 
 @triton.jit
@@ -138,7 +160,7 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0:
         return c
-    block_m, block_n, group_m, warps, stages = _tile(m)
+    block_m, block_n, group_m, warps, stages = _tile(m, n)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     if USE_TMA and _tma_ok(a, b, c):
         from triton.tools.tensor_descriptor import TensorDescriptor

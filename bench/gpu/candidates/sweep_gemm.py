@@ -13,26 +13,31 @@ import sys
 
 from sweep_pins import ROOT, Sweep, main
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages), likeliest first: decode-sized tiles, then prefill ones.
+# (BLOCK_M, BLOCK_N, num_warps, num_stages, TMA settings tried). The candidate's own rules run
+# first (the sweep's "original" setting). The first sweep (2026-12-02) tried the 64/128/256-row
+# tiles at their usual depths; this one looks closer at decode (narrow, deep) and mid-size M.
 _TILES = [
-    (64, 64, 4, 5),
-    (128, 256, 8, 3),
-    (64, 128, 4, 4),
-    (128, 128, 8, 4),
-    (64, 32, 4, 6),
-    (256, 128, 8, 3),
-    (128, 128, 8, 3),
-    (64, 256, 4, 3),
-    (128, 64, 4, 4),
-    (128, 128, 4, 4),
+    (64, 16, 4, 8, (1, 0)),
+    (64, 32, 4, 8, (1, 0)),
+    (64, 64, 4, 8, (1, 0)),
+    (64, 16, 4, 5, (1, 0)),
+    (64, 32, 4, 6, (1, 0)),
+    (64, 64, 4, 5, (1, 0)),
+    (64, 128, 4, 6, (1, 0)),
+    (64, 256, 4, 4, (1,)),
+    (128, 128, 8, 5, (1,)),
+    (128, 128, 4, 5, (1,)),
+    (128, 256, 8, 3, (1,)),
+    (128, 256, 8, 4, (1,)),
+    (256, 128, 8, 4, (1,)),
 ]
 
 
 def _tables() -> list[dict[str, object]]:
     return [
         {"USE_TMA": tma, "TILES": [[1 << 62, bm, bn, 8, warps, stages]]}
-        for bm, bn, warps, stages in _TILES
-        for tma in (1, 0)
+        for bm, bn, warps, stages, tmas in _TILES
+        for tma in tmas
     ]
 
 
