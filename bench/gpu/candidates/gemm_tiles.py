@@ -36,38 +36,52 @@ BLOCK_K = 64
 # Loads through TMA descriptors (one setting for every shape: the kernel does not change with M).
 USE_TMA = 1
 
-# Decode sizes stream the weight: a tile is 64 rows (the smallest warp-group MMA) by the widest
-# column block that still gives the layer at least DECODE_TILES column tiles, so that the weight
-# is read by (about) every SM at once. (BLOCK_N, num_stages): narrower tiles pipeline deeper.
-DECODE_TILES = {1: 64, 64: 128}  # largest M of the bucket -> column tiles wanted
-DECODE_BLOCKS = ((256, 3), (128, 4), (64, 5), (32, 6))
-# Larger M is compute-bound: 128 × 256 tiles (two warp groups, 8 warps) wherever they fill two
-# waves of the machine, else 128 × 128.
-WIDE = (128, 256, 8, 3)
-NARROW = (128, 128, 8, 4)
-WIDE_MIN_TILES = 264
+# Decode sizes stream the weight: a tile is 64 rows (the smallest warp-group MMA) by a column
+# block chosen from the layer's width N, so that enough column tiles read the weight at once;
+# narrower tiles pipeline deeper. (largest M of the bucket, ((min column tiles, BLOCK_N,
+# num_stages), ...)), the first entry whose tile count the layer reaches wins.
+DECODE = (
+    (16, ((96, 256, 4), (0, 128, 6))),
+    (64, ((96, 256, 4), (80, 128, 6), (0, 64, 8))),
+)
+# Larger M is compute-bound. Two tiles, and the one whose waves over the SMs cost less wins:
+# ceil(tiles / SMs) × (rows × columns of a tile) / (relative MMA efficiency of the tile).
+# (BLOCK_M, BLOCK_N, num_warps, num_stages, efficiency); the efficiencies are the tiles' measured
+# throughput relative to each other at prefill sizes.
+LARGE = ((128, 256, 8, 4, 1.0), (128, 128, 4, 5, 0.92))
 GROUP_M = 8
+# Streaming multiprocessors, for the wave count (the H200's; the device's own where CUDA is).
+SMS = 132
 
 # A single pinned tile for every M; the sweep sets it ([[limit, BLOCK_M, BLOCK_N, GROUP_M,
 # num_warps, num_stages]]), kernel() uses the rules above when it is None.
 TILES = None
 
 
-def _tile(m: int, n: int) -> tuple[int, int, int, int, int]:
+def _sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return SMS
+
+
+def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages) for an M × N output."""
     if TILES is not None:
         for limit, block_m, block_n, group_m, warps, stages in TILES:
             if m <= limit:
                 return block_m, block_n, group_m, warps, stages
-    for limit, wanted in DECODE_TILES.items():
+    for limit, choices in DECODE:
         if m <= limit:
-            for block_n, stages in DECODE_BLOCKS:
-                if triton.cdiv(n, block_n) >= wanted:
+            for min_tiles, block_n, stages in choices:
+                if triton.cdiv(n, block_n) >= min_tiles:
                     return 64, block_n, GROUP_M, 4, stages
-            return 64, DECODE_BLOCKS[-1][0], GROUP_M, 4, DECODE_BLOCKS[-1][1]
-    block_m, block_n, warps, stages = WIDE
-    if triton.cdiv(m, block_m) * triton.cdiv(n, block_n) < WIDE_MIN_TILES:
-        block_m, block_n, warps, stages = NARROW
+
+    def cost(tile: tuple[int, int, int, int, float]) -> float:
+        block_m, block_n, _, _, efficiency = tile
+        waves = triton.cdiv(triton.cdiv(m, block_m) * triton.cdiv(n, block_n), sms)
+        return waves * block_m * block_n / efficiency
+
+    block_m, block_n, warps, stages, _ = min(LARGE, key=cost)
     return block_m, block_n, GROUP_M, warps, stages
 
 
@@ -160,7 +174,7 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0:
         return c
-    block_m, block_n, group_m, warps, stages = _tile(m, n)
+    block_m, block_n, group_m, warps, stages = _tile(m, n, _sms(a.device))
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     if USE_TMA and _tma_ok(a, b, c):
         from triton.tools.tensor_descriptor import TensorDescriptor
