@@ -39,20 +39,31 @@ USE_TMA = 1
 
 # Decode sizes stream the weight: a tile is 64 rows (the smallest warp-group MMA) by a column
 # block chosen from the layer's width N, so that enough column tiles read the weight at once;
-# narrower tiles pipeline deeper. (largest M of the bucket, ((min column tiles, BLOCK_N,
-# num_stages), ...)), the first entry whose tile count the layer reaches wins.
-DECODE = (
-    (16, ((96, 256, 4), (0, 128, 6))),
-    (64, ((96, 256, 4), (80, 128, 6), (0, 64, 8))),
-)
+# narrower tiles pipeline deeper. Each tile is (BLOCK_N, num_stages); a layer takes the first
+# one it has at least the named number of column tiles for.
+# One request's step (M ≤ 16): wide layers 256 columns, the rest 128.
+SINGLE_MAX_M = 16
+SINGLE_WIDE_MIN_TILES = 96
+SINGLE_WIDE_BLOCK_N, SINGLE_WIDE_STAGES = 256, 4
+SINGLE_BLOCK_N, SINGLE_STAGES = 128, 6
+# A batch of decode steps (M ≤ 64): 256, 128 or 64 columns.
+DECODE_MAX_M = 64
+DECODE_WIDE_MIN_TILES, DECODE_MID_MIN_TILES = 96, 80
+DECODE_WIDE_BLOCK_N, DECODE_WIDE_STAGES = 256, 4
+DECODE_MID_BLOCK_N, DECODE_MID_STAGES = 128, 6
+DECODE_BLOCK_N, DECODE_STAGES = 64, 8
+DECODE_BLOCK_M, DECODE_WARPS = 64, 4
+
 # Larger M is compute-bound. Two tiles, and the one whose waves over the SMs cost less wins:
-# ceil(tiles / SMs) × (rows × columns of a tile) / (relative MMA efficiency of the tile).
-# (BLOCK_M, BLOCK_N, num_warps, num_stages, efficiency); the efficiencies are the tiles' measured
-# throughput relative to each other at prefill sizes.
-LARGE = ((128, 256, 8, 4, 1.0), (128, 128, 4, 5, 0.92))
+# ceil(tiles / SMs) × (rows × columns of a tile) / (its MMA efficiency relative to the wide
+# tile, measured at prefill sizes, in per cent).
+WIDE_BLOCK_M, WIDE_BLOCK_N, WIDE_WARPS, WIDE_STAGES = 128, 256, 8, 4
+NARROW_BLOCK_M, NARROW_BLOCK_N, NARROW_WARPS, NARROW_STAGES = 128, 128, 4, 5
+NARROW_EFFICIENCY_PERCENT = 92
 GROUP_M = 8
 # Streaming multiprocessors, for the wave count (the H200's; the device's own where CUDA is).
 SMS = 132
+
 
 def _sms(device: torch.device) -> int:
     if device.type == "cuda":
@@ -62,19 +73,25 @@ def _sms(device: torch.device) -> int:
 
 def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages) for an M × N output."""
-    for limit, choices in DECODE:
-        if m <= limit:
-            for min_tiles, block_n, stages in choices:
-                if triton.cdiv(n, block_n) >= min_tiles:
-                    return 64, block_n, GROUP_M, 4, stages
+    if m <= SINGLE_MAX_M:
+        if triton.cdiv(n, SINGLE_WIDE_BLOCK_N) >= SINGLE_WIDE_MIN_TILES:
+            return DECODE_BLOCK_M, SINGLE_WIDE_BLOCK_N, GROUP_M, DECODE_WARPS, SINGLE_WIDE_STAGES
+        return DECODE_BLOCK_M, SINGLE_BLOCK_N, GROUP_M, DECODE_WARPS, SINGLE_STAGES
+    if m <= DECODE_MAX_M:
+        if triton.cdiv(n, DECODE_WIDE_BLOCK_N) >= DECODE_WIDE_MIN_TILES:
+            return DECODE_BLOCK_M, DECODE_WIDE_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_WIDE_STAGES
+        if triton.cdiv(n, DECODE_MID_BLOCK_N) >= DECODE_MID_MIN_TILES:
+            return DECODE_BLOCK_M, DECODE_MID_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_MID_STAGES
+        return DECODE_BLOCK_M, DECODE_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_STAGES
 
-    def cost(tile: tuple[int, int, int, int, float]) -> float:
-        block_m, block_n, _, _, efficiency = tile
-        waves = triton.cdiv(triton.cdiv(m, block_m) * triton.cdiv(n, block_n), sms)
-        return waves * block_m * block_n / efficiency
+    def waves(block_m: int, block_n: int) -> int:
+        return triton.cdiv(triton.cdiv(m, block_m) * triton.cdiv(n, block_n), sms)
 
-    block_m, block_n, warps, stages, _ = min(LARGE, key=cost)
-    return block_m, block_n, GROUP_M, warps, stages
+    wide = waves(WIDE_BLOCK_M, WIDE_BLOCK_N) * WIDE_BLOCK_M * WIDE_BLOCK_N
+    narrow = waves(NARROW_BLOCK_M, NARROW_BLOCK_N) * NARROW_BLOCK_M * NARROW_BLOCK_N
+    if narrow * 100 < wide * NARROW_EFFICIENCY_PERCENT:
+        return NARROW_BLOCK_M, NARROW_BLOCK_N, GROUP_M, NARROW_WARPS, NARROW_STAGES
+    return WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES
 
 
 @triton.jit
