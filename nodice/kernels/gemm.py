@@ -84,11 +84,17 @@ def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
             return DECODE_BLOCK_M, DECODE_MID_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_MID_STAGES
         return DECODE_BLOCK_M, DECODE_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_STAGES
 
-    def waves(block_m: int, block_n: int) -> int:
-        return triton.cdiv(triton.cdiv(m, block_m) * triton.cdiv(n, block_n), sms)
-
-    wide = waves(WIDE_BLOCK_M, WIDE_BLOCK_N) * WIDE_BLOCK_M * WIDE_BLOCK_N
-    narrow = waves(NARROW_BLOCK_M, NARROW_BLOCK_N) * NARROW_BLOCK_M * NARROW_BLOCK_N
+    wide = (
+        triton.cdiv(triton.cdiv(m, WIDE_BLOCK_M) * triton.cdiv(n, WIDE_BLOCK_N), sms)
+        * WIDE_BLOCK_M
+        * WIDE_BLOCK_N
+    )
+    narrow = (
+        triton.cdiv(triton.cdiv(m, NARROW_BLOCK_M) * triton.cdiv(n, NARROW_BLOCK_N), sms)
+        * NARROW_BLOCK_M
+        * NARROW_BLOCK_N
+    )
+    # Waves × tile area: the time of each choice, up to the tiles' efficiencies.
     if narrow * 100 < wide * NARROW_EFFICIENCY_PERCENT:
         return NARROW_BLOCK_M, NARROW_BLOCK_N, GROUP_M, NARROW_WARPS, NARROW_STAGES
     return WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES
@@ -139,7 +145,11 @@ def _matmul(
         b = tl.load(b_ptr + (k + ks[:, None]) * stride_bk + cols[None, :] * stride_bn, mask=b_mask, other=0.0)
         acc = tl.dot(a, b, acc)
     c_mask = (rows[:, None] < M) & (cols[None, :] < N)
-    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    tl.store(
+        c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+        acc.to(c_ptr.dtype.element_ty),
+        mask=c_mask,
+    )
 
 
 @triton.jit
