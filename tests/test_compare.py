@@ -15,6 +15,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,34 @@ def test_the_report_says_which_rule_committed(compared: dict[str, Any]) -> None:
     rejected = sum(r["verdict"] == "bi_violation" for r in bi_rows)
     html = write_report(compared["bi"]).read_text()
     assert f"({rejected} of {len(bi_rows)}) were rejected for batch invariance" in html
+
+
+def test_compare_collect_leaves_out_tasks_whose_runs_made_no_evaluation(tmp_path: Path) -> None:
+    """bench/gpu/compare_collect.py: a task killed before its first evaluation is not a result."""
+    recorded = Path(__file__).resolve().parents[1] / "bench" / "results" / "compare_h200" / "compare"
+    (tmp_path / "compare").mkdir()
+    for task in ("rmsnorm", "moe"):
+        shutil.copy(recorded / f"{task}.json", tmp_path / "compare" / f"{task}.json")
+    lines = [
+        {"task": "rmsnorm", "status": "ok", "bi": {"evaluations": 6}, "vanilla": {"evaluations": 6}},
+        {"task": "moe", "status": "incomplete: a run made no evaluation", "bi": {"evaluations": 0}},
+        {"task": "gdn", "status": "skipped: 10 s left"},
+    ]
+    (tmp_path / "compare.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[1] / "bench" / "gpu" / "compare_collect.py"),
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    data = json.loads((tmp_path / "compare.json").read_text())
+    summary = data["summary"]
+    rmsnorm = json.loads((recorded / "rmsnorm.json").read_text())
+    assert summary["tasks_compared"] == 1
+    assert math.isclose(summary["speedup_retention_geomean"], rmsnorm["speedup_retention"])
+    assert summary["bi"]["evaluations"] == rmsnorm["runs"]["a"]["evaluations"]
+    assert "compare" in data["tasks"]["rmsnorm"] and "compare" not in data["tasks"]["moe"]
+    assert set(data["tasks"]) == {"rmsnorm", "moe", "gdn"}

@@ -109,16 +109,23 @@ for i in "${!tasks[@]}"; do
   [ "${bi_n:-0}" -gt 0 ] && [ "$bi_n" -lt "$BUDGET" ] && matched=$bi_n
   read -r va_rc va_s va_n < <(evolve vanilla "$task" "$matched" "$soft" "$hard")
   t0=$SECONDS
-  judge=$((share - (t0 - task_start)))
-  [ "$judge" -lt $((share * 16 / 100)) ] && judge=$((share * 16 / 100))
-  echo "=== $task: compare (killed at $judge s)" >>"$LOG"
   rm -f "$OUT/compare/$task.json"
-  timeout -k 10 "$judge" python3 -m nodice compare "$runs/$task-bi" "$runs/$task-vanilla" ${every[@]+"${every[@]}"} \
-    --json "$OUT/compare/$task.json" >>"$LOG" 2>&1
-  cmp_rc=$?
+  if [ "${bi_n:-0}" -eq 0 ] || [ "${va_n:-0}" -eq 0 ]; then
+    # A run that made no evaluation (its first one, the seed's, did not fit its time) has nothing
+    # to compare: the task is reported incomplete and left out of the summary.
+    cmp_rc=-1
+    status="incomplete: a run made no evaluation in its $soft s (bi $bi_n, vanilla $va_n); give the task a longer share"
+  else
+    judge=$((share - (t0 - task_start)))
+    [ "$judge" -lt $((share * 16 / 100)) ] && judge=$((share * 16 / 100))
+    echo "=== $task: compare (killed at $judge s)" >>"$LOG"
+    timeout -k 10 "$judge" python3 -m nodice compare "$runs/$task-bi" "$runs/$task-vanilla" ${every[@]+"${every[@]}"} \
+      --json "$OUT/compare/$task.json" >>"$LOG" 2>&1
+    cmp_rc=$?
+    status=ok
+    [ "$cmp_rc" -ne 0 ] && status="compare failed (exit $cmp_rc$([ "$cmp_rc" -ge 124 ] && echo ', timed out'))"
+  fi
   cmp_s=$((SECONDS - t0))
-  status=ok
-  [ "$cmp_rc" -ne 0 ] && status="compare failed (exit $cmp_rc$([ "$cmp_rc" -ge 124 ] && echo ', timed out'))"
   echo "{\"task\": \"$task\", \"status\": \"$status\", \"time_budget_s\": $soft, \"kill_s\": $hard," \
     "\"budget\": {\"bi\": $BUDGET, \"vanilla\": $matched}," \
     "\"bi\": {\"exit\": $bi_rc, \"wall_s\": $bi_s, \"evaluations\": $bi_n}," \

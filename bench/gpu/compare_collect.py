@@ -4,7 +4,8 @@
 
 Reads OUT_DIR/compare.jsonl (one line per task: its status, budgets and wall times) and
 OUT_DIR/compare/<task>.json (`nodice compare --json`), writes OUT_DIR/compare.json atomically.
-Summary: the geometric mean of the speedup retention over the tasks that have one, and per mode
+Summary, over the tasks whose status is ok (both runs made evaluations and the comparison
+finished): the geometric mean of the speedup retention over the tasks that have one, and per mode
 the BI pass rate of the best versions and the intervention rate pooled over every task's runs.
 """
 
@@ -33,7 +34,8 @@ def collect(out: Path) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
         figures = out / "compare" / f"{entry['task']}.json"
-        if figures.is_file():
+        # Only a task whose runs both made evaluations and whose comparison finished counts.
+        if entry.get("status") == "ok" and figures.is_file():
             try:
                 entry["compare"] = json.loads(figures.read_text())
             except json.JSONDecodeError as exc:

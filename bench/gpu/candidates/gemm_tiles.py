@@ -130,7 +130,11 @@ def _matmul(
         b = tl.load(b_ptr + (k + ks[:, None]) * stride_bk + cols[None, :] * stride_bn, mask=b_mask, other=0.0)
         acc = tl.dot(a, b, acc)
     c_mask = (rows[:, None] < M) & (cols[None, :] < N)
-    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    tl.store(
+        c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+        acc.to(c_ptr.dtype.element_ty),
+        mask=c_mask,
+    )
 
 
 @triton.jit
