@@ -1,0 +1,283 @@
+"""MoE candidate: the seed's kernels with expert tiles sized from the rows an expert gets.
+
+The seed pads every expert's (token, slot) rows to 32-row tiles. At decode sizes an expert gets
+one or two rows (16 tokens × top-8 over 128 experts), so most of each tile's MMA and of its weight
+reads serve padding; at prefill an expert gets hundreds of rows and 32-row tiles re-read its
+weights many times. This version picks ``BLOCK_M`` from the expected rows per active expert
+(``T·top_k`` pairs over ``min(E, T·top_k)`` experts), and pins warps and pipeline depth per kernel.
+
+Batch invariance: ``BLOCK_M`` tiles the rows of a grouped GEMM, a non-reduction axis. A row's
+dot products accumulate over ``H`` (then ``I``) in the same ``BLOCK_K`` steps (``BLOCK_K`` comes
+from the weights' shapes only) whatever the tile height, and a tile holds rows of one expert only,
+so the padding rows never meet a real row's sums. On Hopper the MMA's k-steps accumulate in order
+whatever the tile shape (the gemm task's ``tile_config_from_m`` example is bitwise invariant on
+the H200 for 16- and 128-row tiles); the dynamic stage checks it on the device. Routing and the
+slot-order combine are the seed's.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+# Rows per expert tile, from the expected rows per active expert: the first height that holds
+# them, else the last.
+BLOCK_M_CHOICES = (16, 32, 64, 128)
+# Output columns per tile, and the largest reduction step (from the weights' shapes).
+BLOCK_N = 64
+MAX_BLOCK_K = 64
+GATE_UP_WARPS, GATE_UP_STAGES = 4, 3
+DOWN_WARPS, DOWN_STAGES = 4, 3
+# One tile height for every batch instead of the rule (the sweep sets it).
+BLOCK_M_OVERRIDE = None
+# Tokens per routing / combine program.
+BLOCK_T = 16
+
+
+@triton.jit
+def _route(
+    logits_ptr,
+    ids_ptr,
+    weights_ptr,
+    n_tokens,
+    n_experts,
+    TOP_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+):
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    experts = tl.arange(0, BLOCK_E)
+    token_ok = tokens < n_tokens
+    expert_ok = experts < n_experts
+    logits = tl.load(
+        logits_ptr + tokens[:, None] * n_experts + experts[None, :],
+        mask=token_ok[:, None] & expert_ok[None, :],
+        other=0.0,
+    )
+    # Padding experts must never be picked; padding tokens are never stored.
+    logits = tl.where(expert_ok[None, :], logits, float("-inf"))
+    p = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+    probs = p / tl.sum(p, axis=1)[:, None]
+    slots = tl.arange(0, BLOCK_TOPK)
+    chosen = tl.full([BLOCK_T, BLOCK_TOPK], 0, tl.float32)
+    total = tl.full([BLOCK_T], 0, tl.float32)
+    for j in tl.static_range(TOP_K):
+        best = tl.max(probs, axis=1)
+        idx = tl.min(tl.where(probs == best[:, None], experts[None, :], BLOCK_E), axis=1)
+        tl.store(ids_ptr + tokens * TOP_K + j, idx, mask=token_ok)
+        chosen = tl.where(slots[None, :] == j, best[:, None], chosen)
+        total += best
+        probs = tl.where(experts[None, :] == idx[:, None], -1.0, probs)
+    weight_ptrs = weights_ptr + tokens[:, None] * TOP_K + slots[None, :]
+    tl.store(weight_ptrs, chosen / total[:, None], mask=token_ok[:, None] & (slots[None, :] < TOP_K))
+
+
+@triton.jit
+def _gate_up_swiglu(
+    x_ptr,
+    w_ptr,
+    row_pair_ptr,
+    tile_expert_ptr,
+    act_ptr,
+    hidden,
+    inter,
+    TOP_K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    expert = tl.load(tile_expert_ptr + tile)
+    if expert >= 0:
+        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        pair = tl.load(row_pair_ptr + rows)
+        row_ok = pair >= 0
+        token = tl.where(row_ok, pair // TOP_K, 0)
+        cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < inter
+        ks = tl.arange(0, BLOCK_K)
+        # BLOCK_K divides H, so only the rows (padding) and columns (tail) need masks.
+        a_ptrs = x_ptr + token[:, None] * hidden + ks[None, :]
+        gate_ptrs = w_ptr + expert.to(tl.int64) * 2 * inter * hidden + cols[None, :] * hidden + ks[:, None]
+        up_ptrs = gate_ptrs + inter * hidden
+        a_mask = row_ok[:, None]
+        w_mask = col_ok[None, :]
+        acc_gate = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
+        acc_up = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
+        for _ in range(0, hidden, BLOCK_K):
+            a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+            acc_gate = tl.dot(a, tl.load(gate_ptrs, mask=w_mask, other=0.0), acc_gate)
+            acc_up = tl.dot(a, tl.load(up_ptrs, mask=w_mask, other=0.0), acc_up)
+            a_ptrs += BLOCK_K
+            gate_ptrs += BLOCK_K
+            up_ptrs += BLOCK_K
+        act = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
+        tl.store(
+            act_ptr + rows[:, None] * inter + cols[None, :], act.to(act_ptr.dtype.element_ty), mask=w_mask
+        )
+
+
+@triton.jit
+def _down(
+    act_ptr,
+    w_ptr,
+    tile_expert_ptr,
+    out_ptr,
+    hidden,
+    inter,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    expert = tl.load(tile_expert_ptr + tile)
+    if expert >= 0:
+        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < hidden
+        ks = tl.arange(0, BLOCK_K)
+        a_ptrs = act_ptr + rows[:, None] * inter + ks[None, :]
+        w_ptrs = w_ptr + expert.to(tl.int64) * hidden * inter + cols[None, :] * inter + ks[:, None]
+        w_mask = col_ok[None, :]
+        acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
+        for _ in range(0, inter, BLOCK_K):
+            acc = tl.dot(tl.load(a_ptrs), tl.load(w_ptrs, mask=w_mask, other=0.0), acc)
+            a_ptrs += BLOCK_K
+            w_ptrs += BLOCK_K
+        tl.store(
+            out_ptr + rows[:, None] * hidden + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=w_mask
+        )
+
+
+@triton.jit
+def _combine(
+    out_ptr,
+    pair_row_ptr,
+    weights_ptr,
+    y_ptr,
+    n_tokens,
+    hidden,
+    TOP_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    token_ok = tokens < n_tokens
+    mask = token_ok[:, None] & (cols[None, :] < hidden)
+    acc = tl.full([BLOCK_T, BLOCK_N], 0, tl.float32)
+    # Slot order, every time: the token's sum never depends on other tokens.
+    for j in tl.static_range(TOP_K):
+        row = tl.load(pair_row_ptr + tokens * TOP_K + j, mask=token_ok, other=0)
+        w = tl.load(weights_ptr + tokens * TOP_K + j, mask=token_ok, other=0.0)
+        o = tl.load(out_ptr + row[:, None] * hidden + cols[None, :], mask=mask, other=0.0)
+        acc += w[:, None] * o.to(tl.float32)
+    tl.store(y_ptr + tokens[:, None] * hidden + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def group_by_expert(ids: torch.Tensor, n_experts: int, block_m: int):
+    """Lay the (token, slot) rows out expert by expert, each expert padded to whole tiles.
+
+    Returns ``row_pair`` (the pair index ``token·top_k + slot`` held by each
+    grouped row, -1 for padding), ``tile_expert`` (the expert of each tile, -1
+    past the end) and ``pair_row`` (where each pair's row landed). Sizes are
+    upper bounds computed from the shapes alone, so nothing waits for the GPU.
+    """
+    flat = ids.reshape(-1)
+    n_pairs = flat.numel()
+    # A stable sort keeps an expert's rows in token order: a deterministic layout.
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=n_experts)
+    padded = (counts + block_m - 1) // block_m * block_m
+    padded_end = torch.cumsum(padded, 0)
+    start = torch.cumsum(counts, 0) - counts
+    expert_of_sorted = flat[order]
+    rank = torch.arange(n_pairs, device=ids.device) - start[expert_of_sorted]
+    dest = padded_end[expert_of_sorted] - padded[expert_of_sorted] + rank
+    n_tiles = triton.cdiv(n_pairs + n_experts * (block_m - 1), block_m)
+    row_pair = torch.full((n_tiles * block_m,), -1, dtype=torch.int32, device=ids.device)
+    row_pair[dest] = order.to(torch.int32)
+    tile_start = torch.arange(n_tiles, device=ids.device) * block_m
+    tile_expert = torch.searchsorted(padded_end, tile_start, right=True).to(torch.int32)
+    tile_expert = torch.where(tile_expert < n_experts, tile_expert, -1).to(torch.int32)
+    pair_row = torch.empty(n_pairs, dtype=torch.int32, device=ids.device)
+    pair_row[order] = dest.to(torch.int32)
+    return row_pair, tile_expert, pair_row
+
+
+def _block_m(n_tokens: int, n_experts: int, top_k: int) -> int:
+    pairs = n_tokens * top_k
+    rows_per_expert = triton.cdiv(pairs, max(1, min(n_experts, pairs)))
+    for block_m in BLOCK_M_CHOICES:
+        if rows_per_expert <= block_m:
+            return block_m
+    return BLOCK_M_CHOICES[-1]
+
+
+def kernel(x, router_logits, w_gate_up, w_down, top_k):
+    n_tokens, hidden = x.shape
+    n_experts, inter = w_down.shape[0], w_down.shape[2]
+    # The reduction step depends on the weights' shapes only: the largest power of two
+    # (up to MAX_BLOCK_K) dividing both H and I, so no K tail needs masking.
+    block_k = min(MAX_BLOCK_K, (hidden & -hidden), (inter & -inter))
+    if block_k < 16:
+        raise ValueError(f"H={hidden} and I={inter} must be multiples of 16 (tensor-core tiles)")
+    ids = torch.empty((n_tokens, top_k), dtype=torch.int32, device=x.device)
+    weights = torch.empty((n_tokens, top_k), dtype=torch.float32, device=x.device)
+    _route[(triton.cdiv(n_tokens, BLOCK_T),)](
+        router_logits,
+        ids,
+        weights,
+        n_tokens,
+        n_experts,
+        TOP_K=top_k,
+        BLOCK_T=BLOCK_T,
+        BLOCK_E=triton.next_power_of_2(n_experts),
+        BLOCK_TOPK=triton.next_power_of_2(top_k),
+    )
+    block_m = BLOCK_M_OVERRIDE or _block_m(n_tokens, n_experts, top_k)
+    row_pair, tile_expert, pair_row = group_by_expert(ids.long(), n_experts, block_m)
+    n_tiles = tile_expert.numel()
+    act = torch.empty((n_tiles * block_m, inter), dtype=x.dtype, device=x.device)
+    _gate_up_swiglu[(n_tiles, triton.cdiv(inter, BLOCK_N))](
+        x,
+        w_gate_up,
+        row_pair,
+        tile_expert,
+        act,
+        hidden,
+        inter,
+        TOP_K=top_k,
+        BLOCK_M=block_m,
+        BLOCK_N=BLOCK_N,
+        BLOCK_K=block_k,
+        num_warps=GATE_UP_WARPS,
+        num_stages=GATE_UP_STAGES,
+    )
+    out = torch.empty((n_tiles * block_m, hidden), dtype=x.dtype, device=x.device)
+    _down[(n_tiles, triton.cdiv(hidden, BLOCK_N))](
+        act,
+        w_down,
+        tile_expert,
+        out,
+        hidden,
+        inter,
+        BLOCK_M=block_m,
+        BLOCK_N=BLOCK_N,
+        BLOCK_K=block_k,
+        num_warps=DOWN_WARPS,
+        num_stages=DOWN_STAGES,
+    )
+    y = torch.empty_like(x)
+    _combine[(triton.cdiv(n_tokens, BLOCK_T), triton.cdiv(hidden, BLOCK_N))](
+        out,
+        pair_row,
+        weights,
+        y,
+        n_tokens,
+        hidden,
+        TOP_K=top_k,
+        BLOCK_T=BLOCK_T,
+        BLOCK_N=BLOCK_N,
+    )
+    return y
