@@ -2,7 +2,8 @@
 candidate under each of its pin tables, on every workload of the task (GPU, bf16).
 
 Timing is nodice's CUDA timer (the benchmark's method, head start included). Each pin table is
-applied to every workload: no setting depends on the batch. One JSON line per (task,
+applied to every workload (the candidate's own settings, timed first, may still choose per
+workload: the gemm and moe candidates' tile rules). One JSON line per (task,
 implementation, setting, workload) is appended to ``--out`` as it goes. The entry points are
 ``sweep_norms.py``, ``sweep_mla.py``, ``sweep_gemm.py`` and ``sweep_moe.py``.
 """
