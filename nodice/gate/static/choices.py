@@ -147,17 +147,36 @@ class ChoiceMixin:
         if self.equivalent_launches(a, b, ca, cb):
             return
 
-        def fmt(c: frozenset[str]) -> str:
-            return "{" + ", ".join(sorted(c)) + "}" if c else "nothing"
-
         self.an.report(
             "algorithm_selection_by_batch",
             self.mod,
             node,
             "ALGORITHM",
-            f"a batch-dependent condition chooses between {fmt(ca)} and {fmt(cb)}",
+            f"a batch-dependent condition chooses between {_fmt(ca)} and {_fmt(cb)}",
             trace,
             self.step(node, "batch-dependent branch chooses the algorithm"),
+        )
+
+    def handler_choice(
+        self, node: ast.Try, trace: Trace, tried: list[ast.stmt], handled: list[ast.stmt]
+    ) -> None:
+        """A ``try`` whose body raises for some batches only: does its handler compute anything the
+        tried path does not? (The body may have run up to the raise, so the tried path's own calls
+        are on both sides; a handler that only skips work is not told apart.)"""
+        ct, ch = self.compute_calls(tried), self.compute_calls(handled)
+        new = {c for c in ch - ct if not c.startswith("launch ")}
+        launches = _launches(tried)
+        unmatched = [y for y in _launches(handled) if not any(self._same_reduction(x, y) for x in launches)]
+        if not new and not unmatched:
+            return
+        self.an.report(
+            "algorithm_selection_by_batch",
+            self.mod,
+            node,
+            "ALGORITHM",
+            f"an exception raised for some batches only chooses between {_fmt(ct)} and {_fmt(ch)}",
+            trace,
+            self.step(node, "the handler runs another algorithm"),
         )
 
     def compute_calls(self, body: list[ast.stmt]) -> frozenset[str]:
@@ -197,6 +216,10 @@ class ChoiceMixin:
             return False
         shaping = (ix.reduction_params | iy.reduction_params) - {"pid", "nprog"}
         return _constants(x, shaping) == _constants(y, shaping)
+
+
+def _fmt(calls: frozenset[str]) -> str:
+    return "{" + ", ".join(sorted(calls)) + "}" if calls else "nothing"
 
 
 def _constants(call: ast.Call, names: set[str]) -> dict[str, object]:

@@ -164,7 +164,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         for i, s in enumerate(body):
             method = dispatch.get(type(s))
             if method is not None:
-                if type(s) is ast.If:
+                if type(s) is ast.If or type(s) is ast.Try:
                     self._rest = body[i + 1 :]
                 method(self, s)
         self.control = saved
@@ -367,22 +367,44 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
     s_AsyncWith = s_With
 
     def s_Try(self, s: ast.Try) -> None:
+        rest = self._rest
+        before = self.env
+        self.env = dict(before)
         self.raises.append([])
         try:
             self.run(s.body)
         finally:
             raised = self.raises.pop()
+        self.run(s.orelse)
+        env_tried = self.env
+        tried = [*s.body, *s.orelse]
         saved_control = self.control
         if raised:
             # What a handler assigns, it assigns only when the batch-dependent raise fired.
             self.control = extend(raised[0], self.step(s, "handled when it raises"))
+        outcomes = [] if terminates(tried) else [env_tried]
         for h in s.handlers:
+            self.env = merge_envs(before, env_tried)  # the body ran up to the raise, or not at all
             if h.name:
                 self.env[h.name] = V()
             self.run(h.body)
+            if not terminates(h.body):
+                outcomes.append(self.env)
+            if raised:
+                tried_path = tried if terminates(tried) else [*tried, *rest]
+                handled_path = h.body if terminates(h.body) else [*h.body, *rest]
+                self.handler_choice(s, raised[0], tried_path, handled_path)
         self.control = saved_control
-        self.run(s.orelse)
+        # Either path may have run: what follows sees the values of both (of the one that goes on,
+        # when the other returns).
+        self.env = functools.reduce(merge_envs, outcomes) if outcomes else env_tried
         self.run(s.finalbody)
+
+    def raising(self, taint: Trace, node: ast.AST, note: str) -> None:
+        """Inside a ``try``, an operation that raises for some batches only (a lookup keyed by the
+        batch that can miss): the handlers run under that condition."""
+        if self.raises:
+            self.raises[-1].append(extend(taint, self.step(node, note)) or taint)
 
     def s_Assert(self, s: ast.Assert) -> None:
         cond = self.expr(s.test)
