@@ -14,7 +14,6 @@ from nodice.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM = (ROOT / "nodice" / "kernels" / "gemm.py").read_text()
-SPLIT_K_GEMM = (ROOT / "nodice" / "examples" / "gemm" / "split_k_from_m.py").read_text()
 
 # The bundled GEMM inlines the wave arithmetic of its tile chooser; these are the helper spellings.
 INLINE_WAVES = GEMM[GEMM.index("    wide = (\n") : GEMM.index("    # Waves × tile area")]
@@ -37,7 +36,13 @@ def _waves(m, n, sms, bm, bn):
     return max(1, triton.cdiv(tiles, sms))
 
 
+class TileError(ValueError):
+    pass
+
+
 def _area(waves, bm, bn):
+    if waves <= 0:
+        raise TileError(f"no tiles: {waves}")
     return waves * bm * bn
 '''
 

@@ -246,8 +246,8 @@ def _compute_calls(body: list[ast.stmt], arithmetic: Callable[[str], bool] | Non
     todo: list[ast.AST] = list(body)
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda | ast.Raise):
+            continue  # definitions run nothing yet; the exception a ``raise`` builds computes nothing
         if isinstance(node, ast.Call):
             if isinstance(node.func, ast.Subscript):
                 out.add("launch " + (dotted(node.func.value) or "kernel"))
