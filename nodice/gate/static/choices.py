@@ -3,8 +3,10 @@
 Two sides differ when they call different kernels or compute functions (allocation,
 views and bookkeeping do not count). A call of one of the candidate's own functions that, through
 every function it calls in turn, only does such bookkeeping and host arithmetic (a wave count, a
-tile rule: no launch, no library compute call, no ``@``) is bookkeeping too, as the same
-arithmetic written inline is; one that launches or computes anything stays its own algorithm.
+tile rule: no launch, no library compute call, no ``@``, no ``torch.*`` call or tensor method)
+is bookkeeping too, as the same arithmetic written inline is; one that launches or computes
+anything stays its own algorithm. An ``except`` branch run for the batches on which its ``try``
+body raises is a branch too: it is a choice when it computes what the tried path does not.
 Two launches of kernels that reduce alike (same reduction signature, same reduction-shaping
 constants) count as one algorithm: a persistent variant for large batches computes every row as
 the one-program-per-row kernel does.
@@ -136,9 +138,7 @@ class ChoiceMixin:
 
         def expr(self, node: ast.AST | None) -> V: ...
 
-    def algorithm_choice(
-        self, node: ast.If | ast.Try, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]
-    ) -> None:
+    def algorithm_choice(self, node: ast.If, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]) -> None:
         ca, cb = self.compute_calls(a), self.compute_calls(b)
         if ca == cb or not (ca or cb):
             return
