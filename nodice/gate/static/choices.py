@@ -1,17 +1,24 @@
 """Algorithm selection: does a batch-dependent branch run a different computation on its two sides?
 
 Two sides differ when they call different kernels or compute functions (allocation,
-views and bookkeeping do not count). Two launches of kernels that reduce alike
-(same reduction signature, same reduction-shaping constants) count as one
-algorithm: a persistent variant for large batches computes every row as the
-one-program-per-row kernel does.
+views and bookkeeping do not count). A call of one of the candidate's own functions that, through
+every function it calls in turn, only does such bookkeeping and host arithmetic (a wave count, a
+tile rule: no launch, no library compute call, no ``@``, no ``torch.*`` call or tensor method)
+is bookkeeping too, as the same arithmetic written inline is; one that launches or computes
+anything stays its own algorithm. An ``except`` branch run for the batches on which its ``try``
+body raises is a branch too: it is a choice when it computes what the tried path does not.
+Two launches of kernels that reduce alike (same reduction signature, same reduction-shaping
+constants) count as one algorithm: a persistent variant for large batches computes every row as
+the one-program-per-row kernel does.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import Trace, V
 
@@ -127,29 +134,66 @@ class ChoiceMixin:
 
         def step(self, node: ast.AST, note: str = "") -> str: ...
 
+        def lookup(self, name: str) -> V | None: ...
+
         def expr(self, node: ast.AST | None) -> V: ...
 
     def algorithm_choice(self, node: ast.If, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]) -> None:
-        ca, cb = _compute_calls(a), _compute_calls(b)
+        ca, cb = self.compute_calls(a), self.compute_calls(b)
         if ca == cb or not (ca or cb):
             return
-        if not b and ca <= _compute_calls([s for s in self.scope_body if s is not node]):
+        if not b and ca <= self.compute_calls([s for s in self.scope_body if s is not node]):
             return  # the same work done for another part of the batch (a tail, a chunk)
         if self.equivalent_launches(a, b, ca, cb):
             return
-
-        def fmt(c: frozenset[str]) -> str:
-            return "{" + ", ".join(sorted(c)) + "}" if c else "nothing"
 
         self.an.report(
             "algorithm_selection_by_batch",
             self.mod,
             node,
             "ALGORITHM",
-            f"a batch-dependent condition chooses between {fmt(ca)} and {fmt(cb)}",
+            f"a batch-dependent condition chooses between {_fmt(ca)} and {_fmt(cb)}",
             trace,
             self.step(node, "batch-dependent branch chooses the algorithm"),
         )
+
+    def handler_choice(
+        self, node: ast.Try, trace: Trace, tried: list[ast.stmt], handled: list[ast.stmt]
+    ) -> None:
+        """A ``try`` whose body raises for some batches only: does its handler compute anything the
+        tried path does not? (The body may have run up to the raise, so the tried path's own calls
+        are on both sides; a handler that only skips work is not told apart.)"""
+        ct, ch = self.compute_calls(tried), self.compute_calls(handled)
+        new = {c for c in ch - ct if not c.startswith("launch ")}
+        launches = _launches(tried)
+        unmatched = [y for y in _launches(handled) if not any(self._same_reduction(x, y) for x in launches)]
+        if not new and not unmatched:
+            return
+        self.an.report(
+            "algorithm_selection_by_batch",
+            self.mod,
+            node,
+            "ALGORITHM",
+            f"an exception raised for some batches only chooses between {_fmt(ct)} and {_fmt(ch)}",
+            trace,
+            self.step(node, "the handler runs another algorithm"),
+        )
+
+    def compute_calls(self, body: list[ast.stmt]) -> frozenset[str]:
+        """What a block computes, less the calls of the candidate's host-arithmetic helpers."""
+        local = _local_defs(self.scope_body) | _local_defs(body)
+
+        def arithmetic(name: str) -> bool:
+            fn: Helper | None = local.get(name)
+            mod = self.mod
+            if fn is None:
+                v = self.lookup(name)
+                if v is None or v.kind != "func":
+                    return False
+                fn, mod = v.ref.node, v.ref.module
+            return _arithmetic_only(fn, mod, local, set())
+
+        return _compute_calls(body, arithmetic)
 
     def equivalent_launches(
         self, a: list[ast.stmt], b: list[ast.stmt], ca: frozenset[str], cb: frozenset[str]
@@ -174,6 +218,10 @@ class ChoiceMixin:
         return _constants(x, shaping) == _constants(y, shaping)
 
 
+def _fmt(calls: frozenset[str]) -> str:
+    return "{" + ", ".join(sorted(calls)) + "}" if calls else "nothing"
+
+
 def _constants(call: ast.Call, names: set[str]) -> dict[str, object]:
     out: dict[str, object] = {"num_warps": _DEFAULT_NUM_WARPS}
     for k in call.keywords:
@@ -191,21 +239,107 @@ def _launches(body: list[ast.stmt]) -> list[ast.Call]:
     return sorted(out, key=lambda c: (c.lineno, c.col_offset))
 
 
-def _compute_calls(body: list[ast.stmt]) -> frozenset[str]:
-    """What a block computes, by the names of the calls that are not allocation or bookkeeping."""
+def _compute_calls(body: list[ast.stmt], arithmetic: Callable[[str], bool] | None = None) -> frozenset[str]:
+    """What a block computes, by the names of the calls that are not allocation or bookkeeping
+    (nor, where ``arithmetic`` says so of a called name, of a host-arithmetic helper)."""
     out: set[str] = set()
     todo: list[ast.AST] = list(body)
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda | ast.Raise):
+            continue  # definitions run nothing yet; the exception a ``raise`` builds computes nothing
         if isinstance(node, ast.Call):
             if isinstance(node.func, ast.Subscript):
                 out.add("launch " + (dotted(node.func.value) or "kernel"))
             else:
                 name = dotted(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
                 last = name.split(".")[-1]
-                if last and last not in BENIGN_CALLS:
+                if isinstance(node.func, ast.Name) and arithmetic is not None and arithmetic(name):
+                    pass
+                elif last and last not in BENIGN_CALLS:
                     out.add(last if isinstance(node.func, ast.Attribute) else name)
         todo.extend(ast.iter_child_nodes(node))
     return frozenset(out)
+
+
+# Helper functions followed for one call before it counts as computing (a guard, not a limit
+# real tile choosers reach).
+_MAX_HELPERS = 16
+
+Helper = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+def _local_defs(body: list[ast.stmt]) -> dict[str, Helper]:
+    """Functions a block defines (in its own scope: not those nested in another function)."""
+    out: dict[str, Helper] = {}
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if not (isinstance(node, ast.FunctionDef) and is_jit(node)):
+                out.setdefault(node.name, node)
+            continue
+        if isinstance(node, ast.stmt):
+            todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _arithmetic_only(fn: Helper, mod: ModuleInfo, outer: dict[str, Helper], seen: set[int]) -> bool:
+    """Whether a helper only does bookkeeping and host arithmetic, and so do the helpers it calls."""
+    if isinstance(fn, ast.FunctionDef) and is_jit(fn):
+        return False
+    if id(fn) in seen:
+        return True  # recursion: the other calls decide
+    if len(seen) >= _MAX_HELPERS:
+        return False
+    seen.add(id(fn))
+    body: list[ast.stmt] = [ast.Expr(fn.body)] if isinstance(fn, ast.Lambda) else fn.body
+    if any(_tensor_work(n) for n in _walk(body)):
+        return False
+    defs = outer | _local_defs(body)
+
+    def arithmetic(name: str) -> bool:
+        callee: Helper | None = defs.get(name)
+        callee_mod = mod
+        if callee is None:
+            v = mod.env.get(name)
+            if v is None or v.kind != "func":
+                return False
+            callee, callee_mod = v.ref.node, v.ref.module
+            defs_there: dict[str, Helper] = {}
+        else:
+            defs_there = defs
+        return _arithmetic_only(callee, callee_mod, defs_there, seen)
+
+    return not _compute_calls(body, arithmetic)
+
+
+# Benign calls that only a tensor answers: a helper using them works on tensors, not host integers.
+_TENSOR_METHODS = frozenset(
+    [
+        "to", "float", "half", "bfloat16", "view", "reshape", "contiguous", "clone", "copy_", "fill_",
+        "zero_", "unsqueeze", "squeeze", "flatten", "expand", "expand_as", "view_as", "reshape_as",
+        "narrow", "split", "chunk", "permute", "transpose", "t", "detach", "new_empty", "new_zeros",
+        "new_ones", "new_full", "cuda", "cpu",
+    ]
+)  # fmt: skip
+
+
+def _tensor_work(node: ast.AST) -> bool:
+    """``a @ b``, a ``torch.*`` call, a tensor method, ``x[..., None]``: the helper touches tensors."""
+    if isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ast.MatMult):
+        return True
+    if isinstance(node, ast.Call):
+        name = dotted(node.func) or ""
+        if name.split(".")[0] == "torch":
+            return True
+        return isinstance(node.func, ast.Attribute) and node.func.attr in _TENSOR_METHODS
+    if isinstance(node, ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return any(isinstance(e, ast.Constant) and (e.value is None or e.value is Ellipsis) for e in parts)
+    return False
+
+
+def _walk(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    for s in body:
+        yield from ast.walk(s)

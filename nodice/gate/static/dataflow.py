@@ -17,6 +17,7 @@ from typing import Any
 
 from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
+from nodice.gate.static.handlers import HandlerMixin, terminates
 from nodice.gate.static.loops import LoopMixin
 from nodice.gate.static.program import (
     MAX_STEPS,
@@ -31,17 +32,6 @@ from nodice.gate.static.torch_calls import TorchMixin
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_launch import LaunchMixin
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
-
-
-def terminates(body: list[ast.stmt]) -> bool:
-    if not body:
-        return False
-    last = body[-1]
-    if isinstance(last, ast.Return | ast.Raise):
-        return True
-    if isinstance(last, ast.If):
-        return terminates(last.body) and terminates(last.orelse)
-    return False
 
 
 def _raises_only(body: list[ast.stmt]) -> bool:
@@ -104,7 +94,7 @@ def _empty_batch_test(test: ast.expr, sizes: frozenset[str] = frozenset()) -> bo
     return _is_size(test, sizes)
 
 
-class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
+class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMixin):
     """Abstract execution of one function body (or a module's or class's top level)."""
 
     def __init__(
@@ -164,7 +154,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         for i, s in enumerate(body):
             method = dispatch.get(type(s))
             if method is not None:
-                if type(s) is ast.If:
+                if type(s) is ast.If or type(s) is ast.Try:
                     self._rest = body[i + 1 :]
                 method(self, s)
         self.control = saved
@@ -365,32 +355,6 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin):
         self.run(s.body)
 
     s_AsyncWith = s_With
-
-    def s_Try(self, s: ast.Try) -> None:
-        self.raises.append([])
-        try:
-            self.run(s.body)
-        finally:
-            raised = self.raises.pop()
-        saved_control = self.control
-        if raised:
-            # What a handler assigns, it assigns only when the batch-dependent raise fired.
-            self.control = extend(raised[0], self.step(s, "handled when it raises"))
-        for h in s.handlers:
-            if h.name:
-                self.env[h.name] = V()
-            self.run(h.body)
-        self.control = saved_control
-        self.run(s.orelse)
-        self.run(s.finalbody)
-
-    def s_Assert(self, s: ast.Assert) -> None:
-        cond = self.expr(s.test)
-        if cond.taint is not None and self.raises:
-            fails = self.step(s, "fails under a batch-dependent condition")
-            self.raises[-1].append(extend(cond.taint, fails) or cond.taint)
-
-    s_TryStar = s_Try
 
     def s_Match(self, s: ast.Match) -> None:
         self.expr(s.subject)

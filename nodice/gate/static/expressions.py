@@ -11,7 +11,7 @@ import ast
 import builtins
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static.values import NO_CONST, UNKNOWN, V, extend, first_taint, join, join_all
+from nodice.gate.static.values import NO_CONST, UNKNOWN, Trace, V, extend, first_taint, join, join_all
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -68,6 +68,8 @@ class ExprMixin:
         def bind_loop_target(self, target: ast.AST, it: V, node: ast.AST) -> bool: ...
 
         def shape_tuned(self, fn: str, operands: list[V], node: ast.AST) -> None: ...
+
+        def raising(self, taint: Trace, node: ast.AST, note: str) -> None: ...
 
     # Provided by the interpreter / call mixins.
 
@@ -288,6 +290,8 @@ class ExprMixin:
         if base.kind == "seq" and base.items is not None:
             if isinstance(idx.const, int) and -len(base.items) <= idx.const < len(base.items):
                 return base.items[idx.const].with_taint(base.taint)
+            if idx.taint is not None:
+                self.raising(idx.taint, node, "an index that depends on the batch can be out of range")
             out = join_all(base.items) if base.items else UNKNOWN
             return out.with_taint(extend(idx.taint, self.step(node, "indexed by a batch-dependent value")))
         if base.kind == "dict" and base.keys is not None:
@@ -297,6 +301,8 @@ class ExprMixin:
                         return base.keys[idx.const].with_taint(base.taint)
                 except TypeError:
                     pass
+            if idx.taint is not None:
+                self.raising(idx.taint, node, "a lookup keyed by the batch can miss")
             out = join_all(list(base.keys.values())) if base.keys else UNKNOWN
             return out.with_taint(extend(idx.taint, self.step(node, "looked up with a batch-dependent key")))
         taint = first_taint(base, idx)

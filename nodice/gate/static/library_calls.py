@@ -11,7 +11,7 @@ import builtins
 import contextlib
 from typing import TYPE_CHECKING
 
-from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, join_all
+from nodice.gate.static.values import NO_CONST, Trace, V, deep_taint, extend, join_all
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -41,6 +41,8 @@ class LibraryMixin:
         def src(self, node: ast.AST) -> str: ...
 
         def expr(self, node: ast.AST | None) -> V: ...
+
+        def raising(self, taint: Trace, node: ast.AST, note: str) -> None: ...
 
         def keyword_sinks(
             self, kwargs: dict[str, V], node: ast.AST, callee: str, rng: bool = False
@@ -155,6 +157,9 @@ class LibraryMixin:
                 return V(const=len(first.items), taint=first.taint)
             return V(taint=first.taint or (first.batch if first.kind == "shape" else None))
         if fn in ("next", "iter"):
+            if fn == "next" and len(args) == 1 and first.taint is not None:
+                # ``next(c for c in CONFIGS if m <= c.max_m)`` without a default: no match raises.
+                self.raising(first.taint, node, "no element may match: StopIteration")
             return _element(first).with_taint(first.taint) if fn == "next" else first
         if fn == "range":
             return V(kind="range", taint=deep_taint(*args))
