@@ -61,12 +61,12 @@ class RaggedBatch:
 
 def refusal(q: torch.Tensor, k: torch.Tensor) -> str:
     """Why FlashInfer's prefill cannot take these tensors ("" when it can)."""
-    if q.device.type != "cuda":
-        return f"FlashInfer prefill runs on CUDA tensors, not {q.device.type}"
     if q.dtype not in HALF_DTYPES or k.dtype != q.dtype:
         return f"FlashInfer prefill takes bfloat16 or float16 q/k/v, not {q.dtype}/{k.dtype}"
     if q.shape[-1] not in HEAD_DIMS:
         return f"FlashInfer prefill has no kernels for head dim {q.shape[-1]} (only {HEAD_DIMS})"
+    if q.device.type != "cuda":
+        return f"FlashInfer prefill runs on CUDA tensors, not {q.device.type}"
     return ""
 
 
