@@ -7,11 +7,15 @@ conversions are checked end to end against the tasks' references.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import json
 import sys
 from collections.abc import Callable
 from importlib import metadata
 from itertools import pairwise
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -186,3 +190,67 @@ def test_quack_norms_are_listed_on_cuda_and_refused_with_a_reason() -> None:
         loaded, missing = load_baselines(task_name, CUDA)
         if name not in loaded:
             assert missing[name].startswith("quack-kernels"), missing[name]
+
+
+# ---- bench/gpu/audit_libraries.py: the jobs' rows gathered into the report bench/audit_table.py reads ----
+
+
+def _script(relative: str) -> Any:
+    path = Path(__file__).resolve().parents[1] / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_audit_jobs_are_gathered_into_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    jobs = [
+        ("attention_varlen", "FlashInfer batch prefill"),
+        ("attention_prefill", "FlashInfer batch prefill (fixed split)"),
+        ("gdn", "fla chunk_gated_delta_rule"),
+        ("kda", "fla chunk_kda"),
+    ]
+    (tmp_path / "jobs.tsv").write_text("".join(f"{i}\t{t}\t{n}\n" for i, (t, n) in enumerate(jobs)))
+    (tmp_path / "missing.json").write_text(
+        json.dumps({"rmsnorm": {"quack RMSNorm": "quack-kernels is not installed"}})
+    )
+    row = {
+        "target": jobs[0][1],
+        "task": jobs[0][0],
+        "verdict": "bi_violation",
+        "mechanism": "dynamic: gqa,causal",
+        "detail": "target differs in context gqa,causal,batch=2: o[3, 1, 7] expected 0.5, got 0.49",
+    }
+    # A library's own output may come before the rows.
+    (tmp_path / "0.json").write_text(
+        "[flashinfer] compiling batch_prefill\n" + json.dumps([row], indent=2) + "\n"
+    )
+    (tmp_path / "0.rc").write_text("1\n")
+    (tmp_path / "1.json").write_text("")
+    (tmp_path / "1.err").write_text("ninja: building fa2 prefill\n")
+    (tmp_path / "1.rc").write_text("124\n")
+    (tmp_path / "2.err").write_text("")  # started, then stopped with every other job
+    audit_libraries = _script("bench/gpu/audit_libraries.py")
+    assert audit_libraries.collect(tmp_path, tmp_path / "audit.json", "400", "audit_libraries.sh") == 0
+    report = json.loads((tmp_path / "audit.json").read_text())
+    varlen = report["tasks"]["attention_varlen"]["baselines_bi"]["FlashInfer batch prefill"]
+    assert varlen == {"verdict": "bi_violation", "detail": row["detail"], "mechanism": row["mechanism"]}
+    fixed = report["tasks"]["attention_prefill"]["baselines_bi"]["FlashInfer batch prefill (fixed split)"]
+    assert fixed["verdict"] == "error" and fixed["detail"].startswith("timed out after 400 s")
+    assert fixed["detail"].endswith("last: ninja: building fa2 prefill")
+    assert "while running" in report["tasks"]["gdn"]["baselines_bi"]["fla chunk_gated_delta_rule"]["detail"]
+    assert report["tasks"]["kda"]["baselines_bi"]["fla chunk_kda"]["detail"].startswith("not run")
+    assert report["tasks"]["rmsnorm"]["baselines_missing"] == {
+        "quack RMSNorm": "quack-kernels is not installed"
+    }
+    assert list(report["tasks"])[:2] == ["rmsnorm", "attention_prefill"]  # catalog order
+    assert report["versions"]["flashinfer-python"] and report["versions"]["torch"] == torch.__version__
+
+    capsys.readouterr()
+    assert _script("bench/audit_table.py").main([str(tmp_path / "audit.json")]) == 0
+    table = capsys.readouterr().out
+    assert f"| flashinfer-python {report['versions']['flashinfer-python']} | 2 | 2 | 1 | 1 |" in table
+    assert "| quack-kernels | quack RMSNorm | rmsnorm | missing | quack-kernels is not installed |" in table
+    assert "| flashinfer-python | FlashInfer batch prefill | attention_varlen | bi_violation |" in table
+    assert "query tile from its mean query length" in table
