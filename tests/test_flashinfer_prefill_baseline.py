@@ -1,4 +1,4 @@
-"""FlashInfer's ragged prefill baselines on CPU: the layout conversions, plan() arguments, refusals.
+"""FlashInfer prefill and quack norm baselines on CPU: layout conversions, plan() arguments, refusals.
 
 FlashInfer's kernels run on CUDA only; here a torch stand-in takes the place of
 its ``plan()``/``run()`` (one SDPA call per packed sequence), so the adapters'
@@ -36,6 +36,7 @@ from nodice.bench.baselines.flashinfer_prefill import (
     refusal,
     varlen_prefill,
 )
+from nodice.bench.baselines.norms import quack_layer_norm
 from nodice.gate.correctness import compare
 from nodice.tasks import get_task
 
@@ -122,7 +123,7 @@ def test_dense_adapter_computes_attention_prefill(variant: dict[str, object]) ->
     task = get_task("attention_prefill")
     args = _args("attention_prefill", 3, **variant)
     out = dense_prefill(sdpa_ragged, "stand-in")(*args)
-    assert out.shape == args[0].shape  # type: ignore[attr-defined]
+    assert out.shape == args[0].shape
     ok, detail, _ = compare(task, out, task.reference(*args), torch.float32)
     assert ok, detail
 
@@ -254,3 +255,23 @@ def test_audit_jobs_are_gathered_into_the_table(tmp_path: Path, capsys: pytest.C
     assert "| quack-kernels | quack RMSNorm | rmsnorm | missing | quack-kernels is not installed |" in table
     assert "| flashinfer-python | FlashInfer batch prefill | attention_varlen | bi_violation |" in table
     assert "query tile from its mean query length" in table
+
+
+def test_quack_layer_norm_adapter_hands_fp32_affine_parameters_and_computes_the_task() -> None:
+    task = get_task("layernorm")
+    gen = torch.Generator().manual_seed(2)
+    problem = task.problem(gen, CPU, torch.bfloat16)
+    args = task.compose(problem, task.samples(problem, gen, 4), gen)
+    seen: list[tuple[torch.dtype, torch.dtype]] = []
+
+    def layernorm_fwd(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+        # What quack's kernel asserts, and what it computes (fp32 statistics, one rounding).
+        assert x.dim() == 2 and weight.dtype == bias.dtype == torch.float32
+        seen.append((weight.dtype, bias.dtype))
+        return F.layer_norm(x.float(), (x.shape[-1],), weight, bias, eps).to(x.dtype)
+
+    impl = quack_layer_norm(layernorm_fwd)
+    call = impl.prepare(*args)
+    ok, detail, _ = compare(task, call(), task.reference(*args), torch.bfloat16)
+    assert ok, detail
+    assert args[1].dtype == torch.bfloat16 and seen == [(torch.float32, torch.float32)]

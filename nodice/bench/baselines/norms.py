@@ -107,7 +107,11 @@ def load_quack_rms_norm() -> Callable[..., Any]:
 
 
 def load_quack_layer_norm() -> Callable[..., Any]:
-    layernorm_fwd = _quack_rmsnorm_module().layernorm_fwd
+    return quack_layer_norm(_quack_rmsnorm_module().layernorm_fwd)
+
+
+def quack_layer_norm(layernorm_fwd: Callable[..., torch.Tensor]) -> Prepared:
+    """The ``layernorm`` task's signature over quack's ``layernorm_fwd(x, weight, bias, eps=…)``."""
 
     def prepare(
         x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
