@@ -7,6 +7,10 @@ per artifact (task, verdict, the context and element of the first mismatch, and 
 
     python3 bench/audit_table.py bench/results/kernels_h200.json [more reports ...]
 
+It reads `bench/gpu/audit_libraries.sh`'s `audit_libraries.json` the same way: that report carries the
+same audit fields (`tasks.<task>.baselines_bi` and `baselines_missing`), from one `nodice audit
+--baseline NAME` per library baseline instead of the benchmark's warm-up.
+
 Several reports (one device) are read as one: a task measured in two reports keeps the first
 (list the newest first).
 
@@ -31,6 +35,9 @@ MECHANISMS = {
     "torch per-expert mm MoE": "cuBLAS per expert: each expert's rows (the batch's routing) pick the kernel",
     "SDPA over gathered pages": "padding to the longest request: the masked reduction follows the batchmates",
     "FlashInfer MLA": "plan() balances the batch's KV over the SMs: split sizes follow the batchmates",
+    "FlashInfer batch prefill": (
+        "plan() schedules the whole batch: query tile from its mean query length, KV split searched over it"
+    ),
     "SDPA over gathered latent pages": "padding to the longest request: the reduction follows the batchmates",
     "fla chunk_kda": "not established (its autotune keys exclude the batch)",
     "FlashInfer top-k/top-p sampling": "one Philox stream indexed by row: a draw depends on its slot",

@@ -157,6 +157,8 @@ def test_cpu_baseline_matches_the_reference_and_the_gpu_ones_are_listed() -> Non
     assert {b.name for b in baselines_for(TASK, torch.device("cuda"))} == {
         "flash varlen (torch)",
         "cuDNN SDPA per sequence",
+        "FlashInfer batch prefill",
+        "FlashInfer batch prefill (fixed split)",
     }
     loaded, missing = load_baselines(TASK, CPU)
     assert not missing and list(loaded) == ["torch SDPA per sequence"]

@@ -3,7 +3,7 @@
 #
 # Usage (from the repository root, on a machine with PyPI access):
 #   bench/gpu/fetch_wheels.sh          # .whl/: FlashInfer, apache-tvm-ffi, Liger, fla (~24 MB)
-#   bench/gpu/fetch_wheels.sh --fa4    # also .whl-fa4/: flash-attn-4 and its CuTe DSL (~97 MB, two carries)
+#   bench/gpu/fetch_wheels.sh --fa4    # also .whl-fa4/: flash-attn-4, quack and their CuTe DSL (~97 MB, two carries)
 # What each file is for, and how the GPU machine installs them: bench/gpu/WHEELS.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

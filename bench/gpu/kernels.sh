@@ -12,16 +12,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to a folder for the results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-site=${NODICE_SITE:-/tmp/nodice-site}
-for dir in .whl .whl-fa4; do
-  if compgen -G "$dir/*.whl" >/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$dir"/*.whl \
-      || echo "kernels.sh: installing $dir failed; its baselines will be reported missing" >&2
-  fi
-done
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}:$site"
-# Library JIT caches inside $OUT's sibling, so one call's compiled kernels can be carried to the next.
-export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/nodice-jit}
+source bench/gpu/site.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >"$OUT/gpu.csv" 2>&1 || true
 python3 -m nodice bench kernels --device cuda --json "$OUT/kernels.json" --markdown "$OUT/kernels.md" "$@" \
   2>&1 | tee "$OUT/kernels.log"

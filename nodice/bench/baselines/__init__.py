@@ -4,7 +4,7 @@ One module per task family holds the baselines a kernel engineer compares
 against, each configured the way a server runs it (the ``note`` says how):
 torch's own ops (``F.rms_norm``, cuBLAS through ``torch.mm``, SDPA pinned to
 cuDNN or FlashAttention-2, ``torch._grouped_mm``, a per-request-seeded
-sampler) and the optional libraries (Liger, FlashInfer, fla, flash-attn-4).
+sampler) and the optional libraries (Liger, FlashInfer, fla, flash-attn-4, quack).
 
 :func:`baselines_for` lists what applies on a device without importing any
 optional package; :func:`load_baselines` imports them and reports each one

@@ -44,7 +44,8 @@ def split_pages(page_size: int) -> int:
     return max(1, SPLIT_TOKENS // page_size)
 
 
-def _accepts(cls: Any, name: str) -> bool:
+def plan_accepts(cls: Any, name: str) -> bool:
+    """Whether a FlashInfer wrapper's ``plan()`` takes the keyword ``name``."""
     for fn in (getattr(cls, "_plan_impl", None), getattr(cls, "plan", None)):
         if fn is not None and name in inspect.signature(fn).parameters:
             return True
@@ -58,7 +59,7 @@ def flashinfer_decode(split: str) -> Callable[[], Callable[..., Any]]:
         decode = require("flashinfer.decode", FLASHINFER)
         wrapper_cls = decode.BatchDecodeWithPagedKVCacheWrapper
         knob = "fixed_split_size" if split == "fixed" else "disable_split_kv"
-        if not _accepts(wrapper_cls, knob):
+        if not plan_accepts(wrapper_cls, knob):
             raise BaselineUnavailable(f"{FLASHINFER}: this version's decode plan() has no {knob}")
         workspaces: dict[torch.device, torch.Tensor] = {}
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from nodice.bench.baselines import flashinfer_prefill
 from nodice.bench.baselines.spec import Baseline, Prepared, require
 
 FLASH_ATTN_4 = "flash-attn-4"
@@ -102,6 +103,7 @@ BASELINES: dict[str, tuple[Baseline, ...]] = {
                 "FlashAttentionForwardSm90 on Hopper); [B,S,H,D] transposes in prepare"
             ),
         ),
+        *flashinfer_prefill.baselines("attention_prefill"),
         Baseline("torch SDPA", sdpa("MATH"), "torch", ("cpu",), "SDPBackend.MATH"),
     ),
 }

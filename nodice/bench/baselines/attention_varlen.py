@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from nodice.bench.baselines import flashinfer_prefill
 from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared
 
 
@@ -168,6 +169,7 @@ BASELINES: dict[str, tuple[Baseline, ...]] = {
             "torch",
             note="SDPBackend.CUDNN_ATTENTION on each sequence sliced out of the pack",
         ),
+        *flashinfer_prefill.baselines("attention_varlen"),
         Baseline(
             "torch SDPA per sequence",
             sdpa_per_sequence("MATH"),
