@@ -91,8 +91,8 @@ def _chunk_prepare(
     i = tl.arange(0, CHUNK)[:, None]
     j = tl.arange(0, CHUNK)[None, :]
     # exp of a difference, never a ratio of exps: a decayed-away prefix underflows to 0
-    # instead of dividing 0 by 0; j > i is clamped before exp and zeroed after.
-    decay = tl.exp(tl.minimum(gamma[:, None] - gamma[None, :], 0.0))
+    # instead of dividing 0 by 0; entries above the diagonal take exp(0) and are dropped.
+    decay = tl.exp(tl.where(j <= i, gamma[:, None] - gamma[None, :], 0.0))
     kk = tl.dot(k, tl.trans(k), input_precision=PRECISION)
     a = tl.where(j < i, kk * decay * beta[:, None], 0.0)
 
@@ -208,7 +208,7 @@ def _chunk_output(
 
     i = tl.arange(0, CHUNK)[:, None]
     j = tl.arange(0, CHUNK)[None, :]
-    decay = tl.exp(tl.minimum(gamma[:, None] - gamma[None, :], 0.0))
+    decay = tl.exp(tl.where(j <= i, gamma[:, None] - gamma[None, :], 0.0))
     qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
     p = tl.where(j <= i, qk * decay, 0.0)
     inter = tl.dot(q, h.to(dot_t), input_precision=PRECISION) * tl.exp(gamma)[:, None]
