@@ -100,7 +100,7 @@ def _chunk_prepare(
     # diagonal (blocks of 1); each step doubles the block: for [[L11, 0], [L21, L22]] with
     # X11, X22 known the inverse is [[X11, 0], [−X22·L21·X11, X22]], i.e. X − X·E·X.
     x = tl.where(i == j, 1.0, 0.0)
-    for s in tl.static_range(LOG2_CHUNK):
+    for s in range(LOG2_CHUNK):  # a loop, not unrolled: one step's tiles live at a time
         half = 1 << s
         between = ((i // (2 * half)) == (j // (2 * half))) & ((i // half) != (j // half))
         e = tl.where(between, a, 0.0)
