@@ -51,7 +51,9 @@ def test_matches_the_reference_across_chunks(
     assert torch.allclose(out, ref, atol=tol.atol, rtol=tol.rtol), (out - ref).abs().max()
 
 
-def test_a_sequence_alone_equals_itself_in_a_batch(candidate: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sequence_alone_equals_itself_in_a_batch(
+    candidate: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 16-token chunks so that the state crosses two chunk boundaries of a 37-token sequence.
     monkeypatch.setattr(candidate, "CHUNK", 16)
     task = get_task("gdn")

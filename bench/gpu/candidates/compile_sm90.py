@@ -227,7 +227,14 @@ def gdn_chunked(keep: Path | None, sweep: bool) -> int:
     chunk, value blocks and warps with ``--sweep``)."""
     mod = _load("gdn_chunked")
     dk = dv = 128
-    base = (mod.CHUNK, mod.STATE_BLOCK_V, mod.OUTPUT_BLOCK_V, mod.PREPARE_WARPS, mod.STATE_WARPS, mod.OUTPUT_WARPS)
+    base = (
+        mod.CHUNK,
+        mod.STATE_BLOCK_V,
+        mod.OUTPUT_BLOCK_V,
+        mod.PREPARE_WARPS,
+        mod.STATE_WARPS,
+        mod.OUTPUT_WARPS,
+    )
     configs = [base]
     if sweep:
         configs += [(32, 32, 64, 8, 4, 4), (64, 64, 128, 4, 8, 8), (64, 16, 64, 8, 4, 4)]
@@ -238,7 +245,12 @@ def gdn_chunked(keep: Path | None, sweep: bool) -> int:
             (
                 mod._chunk_prepare,
                 ["k_ptr", "v_ptr", "g_ptr:fp32", "beta_ptr:fp32", "gamma_ptr:fp32", "w_ptr", "u_ptr"],
-                {**common, "DV_TILE": dv, "LOG2_CHUNK": chunk.bit_length() - 1, "INV_PRECISION": mod.INVERSE_PRECISION},
+                {
+                    **common,
+                    "DV_TILE": dv,
+                    "LOG2_CHUNK": chunk.bit_length() - 1,
+                    "INV_PRECISION": mod.INVERSE_PRECISION,
+                },
                 prep_w,
                 1,
             ),
@@ -251,7 +263,16 @@ def gdn_chunked(keep: Path | None, sweep: bool) -> int:
             ),
             (
                 mod._chunk_output,
-                ["q_ptr", "k_ptr", "gamma_ptr:fp32", "vnew_ptr", "h_ptr", "o_ptr", "n_chunks:i32", "scale:fp32"],
+                [
+                    "q_ptr",
+                    "k_ptr",
+                    "gamma_ptr:fp32",
+                    "vnew_ptr",
+                    "h_ptr",
+                    "o_ptr",
+                    "n_chunks:i32",
+                    "scale:fp32",
+                ],
                 {**common, "BLOCK_V": out_v},
                 out_w,
                 1,

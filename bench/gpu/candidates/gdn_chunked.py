@@ -114,7 +114,9 @@ def _chunk_prepare(
     v_scaled = (v.to(tl.float32) * beta[:, None]).to(dot_t)
     u = tl.dot(x_op, v_scaled, input_precision=PRECISION)
     lane_rows = lane * seq_len + rows
-    tl.store(w_ptr + lane_rows[:, None] * DK + dks[None, :], w.to(w_ptr.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(
+        w_ptr + lane_rows[:, None] * DK + dks[None, :], w.to(w_ptr.dtype.element_ty), mask=row_ok[:, None]
+    )
     tl.store(u_ptr + lane_rows[:, None] * DV + dvs[None, :], u.to(u_ptr.dtype.element_ty), mask=v_mask)
 
 
@@ -162,7 +164,11 @@ def _chunk_state(
         gamma_last = tl.load(gamma_ptr + lane * seq_len + last)
         vnew = u.to(tl.float32) - tl.dot(w.to(dot_t), state.to(dot_t), input_precision=PRECISION)
         vnew_op = vnew.to(dot_t)
-        tl.store(vnew_ptr + lane_rows[:, None] * DV + vs[None, :], vnew_op.to(vnew_ptr.dtype.element_ty), mask=rv_mask)
+        tl.store(
+            vnew_ptr + lane_rows[:, None] * DV + vs[None, :],
+            vnew_op.to(vnew_ptr.dtype.element_ty),
+            mask=rv_mask,
+        )
         # Padded rows have k = 0 and so add nothing.
         k_decayed = (k.to(tl.float32) * tl.exp(tl.where(row_ok, gamma_last - gamma, 0.0))[:, None]).to(dot_t)
         state = state * tl.exp(gamma_last) + tl.dot(tl.trans(k_decayed), vnew_op, input_precision=PRECISION)

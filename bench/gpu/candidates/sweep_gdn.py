@@ -15,7 +15,6 @@ import sys
 
 from sweep_pins import ROOT, Sweep, main
 
-
 # Each pin's values, the candidate's own setting first.
 _PINS: dict[str, tuple[int, ...]] = {
     "CHUNK": (64, 32),
