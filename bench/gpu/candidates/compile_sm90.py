@@ -249,6 +249,8 @@ def gdn_chunked(keep: Path | None, sweep: bool) -> int:
                     **common,
                     "DV_TILE": dv,
                     "LOG2_CHUNK": chunk.bit_length() - 1,
+                    "SUB": min(chunk, mod.INVERSE_SUB),
+                    "LOG2_SUB": min(chunk, mod.INVERSE_SUB).bit_length() - 1,
                     "INV_PRECISION": mod.INVERSE_PRECISION,
                 },
                 prep_w,

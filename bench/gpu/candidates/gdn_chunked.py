@@ -8,8 +8,9 @@ chunk's delta-rule values solve ``(I + A)·U = diag(beta)·V − diag(beta·exp(
 
 1. ``_chunk_prepare`` (one program per chunk of a lane): ``A``, its inverse ``X`` by
    doubling the solved block size (1, 2, 4 … ``CHUNK``: ``X ← X − X·E·X``, ``E`` the
-   entries between the two halves of each doubled block), then ``W = X·(beta·exp(γ)·K)``
-   and ``U = X·(beta·V)``;
+   entries between the two halves of each doubled block; blocks up to ``INVERSE_SUB``
+   rows in a compact block-diagonal form), then ``W = X·(beta·exp(γ)·K)`` and
+   ``U = X·(beta·V)``;
 2. ``_chunk_state`` (one program per lane and value block): walks the chunks in order,
    keeping ``S`` in fp32 registers: it saves the entering state, ``V' = U − W·S``, and
    ``S ← exp(γ_last)·S + (exp(γ_last − γ)·K)ᵀ·V'``;
@@ -49,6 +50,7 @@ STATE_STAGES = 2  # software pipelining of the chunk walk's loads
 OUTPUT_WARPS = 4
 # fp32 × fp32 products inside the inverse for 16-bit inputs (fp32 inputs use "ieee").
 INVERSE_PRECISION = "tf32"
+INVERSE_SUB = 16  # rows of the blocks inverted in compact form (see _chunk_prepare)
 
 
 @triton.jit
@@ -67,6 +69,8 @@ def _chunk_prepare(
     DV_TILE: tl.constexpr,
     CHUNK: tl.constexpr,
     LOG2_CHUNK: tl.constexpr,
+    SUB: tl.constexpr,
+    LOG2_SUB: tl.constexpr,
     INV_PRECISION: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
@@ -99,11 +103,28 @@ def _chunk_prepare(
     # X = (I + A)⁻¹ with A strictly lower triangular. X starts as the inverse of the
     # diagonal (blocks of 1); each step doubles the block: for [[L11, 0], [L21, L22]] with
     # X11, X22 known the inverse is [[X11, 0], [−X22·L21·X11, X22]], i.e. X − X·E·X.
-    x = tl.where(i == j, 1.0, 0.0)
-    for s in range(LOG2_CHUNK):  # a loop, not unrolled: one step's tiles live at a time
+    # While the blocks fit in SUB rows, X and E are block diagonal and X is kept compact
+    # (xc[r, c] = X[r, SUB·(r // SUB) + c]): a block-diagonal M times X is then M·xc, a
+    # CHUNK × SUB product instead of CHUNK × CHUNK.
+    sub_cols = tl.arange(0, SUB)[None, :]
+    same_sub = (i // SUB) == (j // SUB)
+    xc = tl.where(i % SUB == sub_cols, 1.0, 0.0)
+    for s in range(LOG2_SUB):  # loops, not unrolled: one step's tiles live at a time
         half = 1 << s
-        between = ((i // (2 * half)) == (j // (2 * half))) & ((i // half) != (j // half))
-        e = tl.where(between, a, 0.0)
+        e = tl.where(((i // (2 * half)) == (j // (2 * half))) & ((i // half) != (j // half)), a, 0.0)
+        x = tl.where(
+            same_sub,
+            tl.reshape(tl.broadcast_to(xc[:, None, :], [CHUNK, CHUNK // SUB, SUB]), [CHUNK, CHUNK]),
+            0.0,
+        )
+        exc = tl.dot(e, xc, input_precision=INV_PRECISION)
+        xc = xc - tl.dot(x, exc, input_precision=INV_PRECISION)
+    x = tl.where(
+        same_sub, tl.reshape(tl.broadcast_to(xc[:, None, :], [CHUNK, CHUNK // SUB, SUB]), [CHUNK, CHUNK]), 0.0
+    )
+    for s in range(LOG2_SUB, LOG2_CHUNK):
+        half = 1 << s
+        e = tl.where(((i // (2 * half)) == (j // (2 * half))) & ((i // half) != (j // half)), a, 0.0)
         xe = tl.dot(x, e, input_precision=INV_PRECISION)
         x = x - tl.dot(xe, x, input_precision=INV_PRECISION)
 
@@ -263,6 +284,8 @@ def kernel(q, k, v, g, beta, scale):
         DV_TILE=dv_tile,
         CHUNK=CHUNK,
         LOG2_CHUNK=CHUNK.bit_length() - 1,
+        SUB=min(CHUNK, INVERSE_SUB),
+        LOG2_SUB=min(CHUNK, INVERSE_SUB).bit_length() - 1,
         INV_PRECISION=inv_precision,
         PRECISION=precision,
         num_warps=PREPARE_WARPS,
