@@ -190,9 +190,13 @@ def _chunk_state(
             vnew_op.to(vnew_ptr.dtype.element_ty),
             mask=rv_mask,
         )
-        # Padded rows have k = 0 and so add nothing.
-        k_decayed = (k.to(tl.float32) * tl.exp(tl.where(row_ok, gamma_last - gamma, 0.0))[:, None]).to(dot_t)
-        state = state * tl.exp(gamma_last) + tl.dot(tl.trans(k_decayed), vnew_op, input_precision=PRECISION)
+        # The decay to the chunk's end scales V' (CHUNK × BLOCK_V), not K (CHUNK × Dk): K goes
+        # to the product as loaded. Padded rows have k = 0 and so add nothing.
+        decay_to_end = tl.exp(tl.where(row_ok, gamma_last - gamma, 0.0))
+        vnew_decayed = (vnew * decay_to_end[:, None]).to(dot_t)
+        state = tl.dot(
+            tl.trans(k.to(dot_t)), vnew_decayed, acc=state * tl.exp(gamma_last), input_precision=PRECISION
+        )
 
 
 @triton.jit
