@@ -74,8 +74,8 @@ def _chunk_prepare(
     INV_PRECISION: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    chunk = tl.program_id(0)
-    lane = tl.program_id(1).to(tl.int64)
+    lane = tl.program_id(0).to(tl.int64)  # lanes on axis 0: the only axis past 65535 programs
+    chunk = tl.program_id(1)
     seq = lane // n_heads
     head = lane % n_heads
     rows = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -217,8 +217,8 @@ def _chunk_output(
     CHUNK: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    chunk = tl.program_id(0)
-    lane = tl.program_id(1).to(tl.int64)
+    lane = tl.program_id(0).to(tl.int64)  # lanes on axis 0: the only axis past 65535 programs
+    chunk = tl.program_id(1)
     seq = lane // n_heads
     head = lane % n_heads
     rows = chunk * CHUNK + tl.arange(0, CHUNK)
@@ -273,7 +273,7 @@ def kernel(q, k, v, g, beta, scale):
     u = torch.empty((lanes, seq_len, dv), dtype=q.dtype, device=dev)
     vnew = torch.empty((lanes, seq_len, dv), dtype=q.dtype, device=dev)
     h = torch.empty((lanes, n_chunks, dk, dv), dtype=q.dtype, device=dev)
-    _chunk_prepare[(n_chunks, lanes)](
+    _chunk_prepare[(lanes, n_chunks)](
         k,
         v,
         g,
@@ -312,7 +312,7 @@ def kernel(q, k, v, g, beta, scale):
         PRECISION=precision,
         num_warps=STATE_WARPS,
     )
-    _chunk_output[(n_chunks, lanes, triton.cdiv(dv, output_block_v))](
+    _chunk_output[(lanes, n_chunks, triton.cdiv(dv, output_block_v))](
         q,
         k,
         gamma,
