@@ -36,12 +36,16 @@ def _samples(length: int, count: int, seed: int) -> tuple[Any, list[Sample], tor
     return problem, [task.sample(problem, gen) for _ in range(count)], gen
 
 
-# (chunk, length): one partial chunk, exact multiples, and several chunks with a partial last one.
-@pytest.mark.parametrize(("chunk", "length"), [(64, 20), (16, 32), (16, 37), (32, 70)])
+# (chunk, compact block of the inverse, length): one partial chunk, exact multiples, and several
+# chunks with a partial last one.
+@pytest.mark.parametrize(
+    ("chunk", "sub", "length"), [(64, 16, 20), (16, 16, 32), (16, 16, 37), (32, 16, 70), (64, 32, 70)]
+)
 def test_matches_the_reference_across_chunks(
-    candidate: ModuleType, monkeypatch: pytest.MonkeyPatch, chunk: int, length: int
+    candidate: ModuleType, monkeypatch: pytest.MonkeyPatch, chunk: int, sub: int, length: int
 ) -> None:
     monkeypatch.setattr(candidate, "CHUNK", chunk)
+    monkeypatch.setattr(candidate, "INVERSE_SUB", sub)
     task = get_task("gdn")
     problem, samples, gen = _samples(length, 2, seed=chunk + length)
     args = task.compose(problem, samples, gen)

@@ -24,6 +24,7 @@ _PINS: dict[str, tuple[int, ...]] = {
     "STATE_WARPS": (4, 8),
     "STATE_STAGES": (2, 3, 1),
     "OUTPUT_WARPS": (4, 8),
+    "INVERSE_SUB": (16, 32),
 }
 
 
