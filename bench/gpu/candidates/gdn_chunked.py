@@ -31,7 +31,8 @@ Batch-invariant by design:
   rows are zero, their gate adds nothing to ``γ``) and are masked on store;
 - no atomics, no autotuning; warps and stages are module constants.
 
-Precision: ``A``, ``X``, ``γ`` and the state are fp32; the matrix products take their
+Precision: ``A``, ``X``, ``γ`` and the state are fp32 (the inverse's own products in
+``INVERSE_PRECISION``, tf32, for 16-bit inputs); the other matrix products take their
 operands in the input dtype (bf16/fp16: tensor cores, fp32 accumulation; fp32 inputs:
 IEEE fp32 products), and ``W``, ``U``, ``V'`` and the saved states are stored in it,
 the precision those products read them in anyway.
