@@ -222,10 +222,89 @@ def attention_gluon(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
+def gdn_chunked(keep: Path | None, sweep: bool) -> int:
+    """The three kernels at Dk = Dv = 128 in bf16, under the candidate's pins (and the sweep's
+    chunk, value blocks and warps with ``--sweep``)."""
+    mod = _load("gdn_chunked")
+    dk = dv = 128
+    base = (
+        mod.CHUNK,
+        mod.STATE_BLOCK_V,
+        mod.OUTPUT_BLOCK_V,
+        mod.PREPARE_WARPS,
+        mod.STATE_WARPS,
+        mod.OUTPUT_WARPS,
+    )
+    configs = [base]
+    if sweep:
+        configs += [(32, 32, 64, 8, 4, 4), (64, 64, 128, 4, 8, 8), (64, 16, 64, 8, 4, 4)]
+    fails = 0
+    for chunk, state_v, out_v, prep_w, state_w, out_w in configs:
+        common = {"DK": dk, "DV": dv, "CHUNK": chunk, "PRECISION": "tf32"}
+        kernels = [
+            (
+                mod._chunk_prepare,
+                ["k_ptr", "v_ptr", "g_ptr:fp32", "beta_ptr:fp32", "gamma_ptr:fp32", "w_ptr", "u_ptr"],
+                {
+                    **common,
+                    "DV_TILE": dv,
+                    "LOG2_CHUNK": chunk.bit_length() - 1,
+                    "SUB": min(chunk, mod.INVERSE_SUB),
+                    "LOG2_SUB": min(chunk, mod.INVERSE_SUB).bit_length() - 1,
+                    "INV_PRECISION": mod.INVERSE_PRECISION,
+                },
+                prep_w,
+                1,
+            ),
+            (
+                mod._chunk_state,
+                ["k_ptr", "gamma_ptr:fp32", "w_ptr", "u_ptr", "vnew_ptr", "h_ptr", "n_chunks:i32"],
+                {**common, "BLOCK_V": state_v, "STAGES": mod.STATE_STAGES},
+                state_w,
+                mod.STATE_STAGES,
+            ),
+            (
+                mod._chunk_output,
+                [
+                    "q_ptr",
+                    "k_ptr",
+                    "gamma_ptr:fp32",
+                    "vnew_ptr",
+                    "h_ptr",
+                    "o_ptr",
+                    "n_chunks:i32",
+                    "scale:fp32",
+                ],
+                {**common, "BLOCK_V": out_v},
+                out_w,
+                1,
+            ),
+        ]
+        for fn, params, consts, warps, stages in kernels:
+            sig: dict[str, str] = {}
+            for p in params[: params.index("n_chunks:i32") if "n_chunks:i32" in params else len(params)]:
+                name, _, ty = p.partition(":")
+                sig[name] = f"*{ty or 'bf16'}"
+            sig["seq_len"] = "i32"
+            sig["n_heads"] = "i32"
+            for p in params:
+                name, _, ty = p.partition(":")
+                if name not in sig:
+                    sig[name] = ty
+            for name in consts:
+                sig[name] = "constexpr"
+            attrs = {(i,): ALIGNED for i, ty in enumerate(sig.values()) if ty.startswith("*")}
+            src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            label = f"gdn_chunked {fn.__name__} chunk={chunk} block_v={consts.get('BLOCK_V', dv)} w={warps}"
+            fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
+    return fails
+
+
 CHECKS = {
     "attention_tma_ws": attention_tma_ws,
     "gemm_persistent_tma": gemm_persistent_tma,
     "attention_gluon": attention_gluon,
+    "gdn_chunked": gdn_chunked,
 }
 
 
