@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from nodice.evaluation import Evaluator
 from nodice.evaluation.limits import clean_environment, default_memory_mb
@@ -55,3 +56,16 @@ def test_check_cli_benchmarks_and_stores(tmp_path: Path) -> None:
     with ResultStore(store) as s:
         (e,) = list(s.evaluations())
     assert e.verdict == "pass" and e.scores and e.source.startswith('"""Control')
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_check_on_a_missing_cuda_device_says_so_in_one_line() -> None:
+    """The worker cannot start on the device: the reason, not only that it exited, reaches the user."""
+    args = ["check", str(HOSTILE / "control_honest.py"), "--task", "rmsnorm", "--device", "cuda"]
+    r = run_cli(*args)
+    assert r.returncode == 2
+    assert "no CUDA device is visible" in r.stderr and "Traceback" not in r.stderr + r.stdout
+    r = run_cli(*args, "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 2 and out["verdict"] == "error"
+    assert "device unavailable: cuda requested but no CUDA device is visible" in out["reason"]

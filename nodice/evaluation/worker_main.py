@@ -115,14 +115,21 @@ def main(argv: list[str]) -> int:
     device = argv[2] or None
     memory_mb = int(argv[3]) if argv[3] else None
     conn = Connection(fd)
+    code = 0
     try:
         serve(conn, device, memory_mb)
+    except Exception as exc:  # before the handshake (no such device, a broken install): one line
+        from nodice.errors import NodiceError
+
+        what = exc.kind if isinstance(exc, NodiceError) else type(exc).__name__
+        print(f"{what}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        code = 1
     finally:
         conn.close()
         sys.stdout.flush()
         sys.stderr.flush()
         # Without waiting for threads a candidate may have left behind.
-        os._exit(0)
+        os._exit(code)
 
 
 if __name__ == "__main__":

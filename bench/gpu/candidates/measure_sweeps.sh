@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One GPU call for candidates that come with a pin sweep: for each, the sweep (sweep_<name>.py,
+# against the reference kernel and the task's library baselines), then the whole gate with the
+# benchmark on the candidate at its committed pins. Everything is packed into one archive as it
+# goes, since a device call brings back at most eight files.
+#
+# Usage (from the repository root):
+#   OUT=/some/dir bench/gpu/candidates/measure_sweeps.sh SWEEP=CANDIDATE:TASK ...
+#   e.g. moe=moe_tiles:moe gdn=gdn_chunked:gdn gemm=gemm_tiles:gemm
+#   SWEEP_SECONDS=150   time for each sweep;  CHECK_SECONDS=150   limit for each gate
+# Outputs in $OUT: sweeps.log, results.tar.gz (sweep_<sweep>.jsonl, check_<candidate>.json, the log).
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+OUT=${OUT:?set OUT to a folder for the results}
+mkdir -p "$OUT/r"
+export PYTHONUNBUFFERED=1
+# shellcheck source=../site.sh
+source bench/gpu/site.sh
+log=$OUT/sweeps.log
+here=bench/gpu/candidates
+pack() { cp "$log" "$OUT/r/" 2>/dev/null; tar -czf "$OUT/results.tar.gz" -C "$OUT" r; }
+for spec in "$@"; do
+  sweep=${spec%%=*}
+  rest=${spec#*=}
+  candidate=${rest%%:*}
+  task=${rest##*:}
+  if [ ! -f "$here/sweep_$sweep.py" ] || [ ! -f "$here/$candidate.py" ]; then
+    echo "measure_sweeps.sh: no $here/sweep_$sweep.py or $here/$candidate.py" | tee -a "$log"
+    continue
+  fi
+  echo "== $sweep: sweep ($(date -u +%H:%M:%S))" | tee -a "$log"
+  (cd "$here" && timeout "$((${SWEEP_SECONDS:-150} + 60))" python3 "sweep_$sweep.py" \
+    --out "$OUT/r/sweep_$sweep.jsonl" --seconds "${SWEEP_SECONDS:-150}") >>"$log" 2>&1
+  echo "$sweep: sweep exit status $?" | tee -a "$log"
+  pack
+  timeout "$((${CHECK_SECONDS:-150} + 10))" python3 -m nodice check "$here/$candidate.py" --task "$task" \
+    --device cuda --bench --json --timeout "${CHECK_SECONDS:-150}" >"$OUT/r/check_$candidate.json" 2>>"$log"
+  echo "$candidate: nodice check exit status $? (0 pass, 1 rejected, 2 error, 124 timeout)" | tee -a "$log"
+  pack
+done
