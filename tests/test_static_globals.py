@@ -36,7 +36,9 @@ def kernel(x, weight, eps):
     batch, hidden = x.shape
     _configure(batch)
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_TILE") + "    return y\n",
+"""
+    + LAUNCH.format(tile="_TILE")
+    + "    return y\n",
     # The launch reads what the previous call wrote.
     "global_written_after_the_launch": """
 _TILE = 1024
@@ -50,7 +52,9 @@ def _remember(rows):
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_TILE") + "    _remember(batch)\n    return y\n",
+"""
+    + LAUNCH.format(tile="_TILE")
+    + "    _remember(batch)\n    return y\n",
     "global_tuple_written_by_augmented_assignment": """
 _TILE = 256
 _CALLS = 0
@@ -66,7 +70,9 @@ def _grow(rows):
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="min(_TILE, 1024)") + "    _grow(batch)\n    return y\n",
+"""
+    + LAUNCH.format(tile="min(_TILE, 1024)")
+    + "    _grow(batch)\n    return y\n",
     "module_dict_item": """
 _CFG = {"tile": 1024}
 
@@ -78,7 +84,9 @@ def _configure(rows):
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile='_CFG["tile"]') + "    _configure(batch)\n    return y\n",
+"""
+    + LAUNCH.format(tile='_CFG["tile"]')
+    + "    _configure(batch)\n    return y\n",
     "module_dict_filled_lazily": """
 _CFG = {}
 
@@ -92,7 +100,25 @@ def kernel(x, weight, eps):
     if not _CFG:
         _configure(batch)
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile='_CFG["tile"]') + "    return y\n",
+"""
+    + LAUNCH.format(tile='_CFG["tile"]')
+    + "    return y\n",
+    "module_dict_entry_under_an_unknown_key": """
+_CFG = {"tile": 1024}
+
+
+def _configure(overrides):
+    for name, value in overrides.items():
+        _CFG[name] = value
+
+
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    _configure({"tile": 512 if batch <= 4 else 1024})
+    y = torch.empty_like(x)
+"""
+    + LAUNCH.format(tile='_CFG["tile"]')
+    + "    return y\n",
     "cache_setdefault_keyed_by_hidden": """
 _CACHE = {}
 
@@ -108,7 +134,9 @@ def _tile(hidden, rows):
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_tile(hidden, batch)") + "    return y\n",
+"""
+    + LAUNCH.format(tile="_tile(hidden, batch)")
+    + "    return y\n",
     "cache_filled_by_update_read_elsewhere": """
 _CACHE = {}
 
@@ -120,7 +148,9 @@ def _warm(rows, hidden):
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_CACHE.get(hidden, 1024)") + "    _warm(batch, hidden)\n    return y\n",
+"""
+    + LAUNCH.format(tile="_CACHE.get(hidden, 1024)")
+    + "    _warm(batch, hidden)\n    return y\n",
     "lru_cache_keyed_by_derived_rows": """
 import functools
 
@@ -133,7 +163,9 @@ def _pick(n_rows):
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_pick(x.numel() // hidden)") + "    return y\n",
+"""
+    + LAUNCH.format(tile="_pick(x.numel() // hidden)")
+    + "    return y\n",
     "dataclass_state_attribute": """
 from dataclasses import dataclass
 
@@ -149,7 +181,9 @@ _STATE = _State()
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_STATE.block") + "    _STATE.block = 512 if batch <= 4 else 1024\n    return y\n",
+"""
+    + LAUNCH.format(tile="_STATE.block")
+    + "    _STATE.block = 512 if batch <= 4 else 1024\n    return y\n",
     "object_attribute_set_by_a_method": """
 class _Config:
     def __init__(self):
@@ -165,7 +199,9 @@ _CONFIG = _Config()
 def kernel(x, weight, eps):
     batch, hidden = x.shape
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_CONFIG.block") + "    _CONFIG.tune(batch)\n    return y\n",
+"""
+    + LAUNCH.format(tile="_CONFIG.block")
+    + "    _CONFIG.tune(batch)\n    return y\n",
 }
 
 # Helper modules next to the candidate: the state lives in the helper.
@@ -177,7 +213,8 @@ def configure(rows):
     global TILE
     TILE = 512 if rows <= 4 else 1024
 """
-HELPER_CANDIDATE = """
+HELPER_CANDIDATE = (
+    """
 import launch_config
 
 
@@ -185,7 +222,10 @@ def kernel(x, weight, eps):
     batch, hidden = x.shape
     launch_config.configure(batch)
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="launch_config.TILE") + "    return y\n"
+"""
+    + LAUNCH.format(tile="launch_config.TILE")
+    + "    return y\n"
+)
 
 # The same state written from sizes that do not depend on the batch.
 PASSES = {
@@ -202,7 +242,9 @@ def kernel(x, weight, eps):
     batch, hidden = x.shape
     _configure(hidden)
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_TILE") + "    return y\n",
+"""
+    + LAUNCH.format(tile="_TILE")
+    + "    return y\n",
     "global_grid_rows_from_batch": """
 _ROWS = 0
 _TILE = 1024
@@ -234,7 +276,9 @@ def kernel(x, weight, eps):
     if hidden not in _CFG:
         _CFG[hidden] = _choose(hidden)
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_CFG[hidden]") + "    return y\n",
+"""
+    + LAUNCH.format(tile="_CFG[hidden]")
+    + "    return y\n",
     "setdefault_keyed_on_hidden": """
 _CACHE = {}
 
@@ -243,7 +287,9 @@ def kernel(x, weight, eps):
     batch, hidden = x.shape
     tile = _CACHE.setdefault(hidden, min(triton.next_power_of_2(hidden), 1024))
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="tile") + "    return y\n",
+"""
+    + LAUNCH.format(tile="tile")
+    + "    return y\n",
     "device_properties_cached_in_a_global": """
 _SMS = None
 
@@ -279,7 +325,9 @@ def kernel(x, weight, eps):
     batch, hidden = x.shape
     _STATE.block = min(triton.next_power_of_2(hidden), 1024)
     y = torch.empty_like(x)
-""" + LAUNCH.format(tile="_STATE.block") + "    return y\n",
+"""
+    + LAUNCH.format(tile="_STATE.block")
+    + "    return y\n",
 }
 
 GEMM_LRU = """
@@ -347,3 +395,46 @@ def test_lru_cached_gemm_tiles(tmp_path: Path, key: str, caught: bool) -> None:
     path.write_text(GEMM_KERNEL + GEMM_LRU.format(key=key))
     violations, _ = rules(path, "gemm")
     assert ("reduction_tile_from_batch" in violations) is caught
+
+
+def test_module_attribute_written_by_the_candidate_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "launch_config.py").write_text("TILE = 1024\n")
+    path = tmp_path / "cand.py"
+    path.write_text(
+        RMSNORM_KERNEL.replace("import torch\n", "import torch\n\nimport launch_config\n")
+        + """
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    y = torch.empty_like(x)
+"""
+        + LAUNCH.format(tile="launch_config.TILE")
+        + "    launch_config.TILE = 512 if batch <= 4 else 1024\n    return y\n"
+    )
+    violations, _ = rules(path)
+    assert "reduction_tile_from_batch" in violations
+
+
+def test_state_that_does_not_settle_is_left_unresolved(tmp_path: Path) -> None:
+    # Each call moves the batch value one global further: more passes than the analysis runs.
+    path = tmp_path / "cand.py"
+    path.write_text(
+        RMSNORM_KERNEL
+        + """
+_A = _B = _C = _D = 1024
+
+
+def kernel(x, weight, eps):
+    global _A, _B, _C, _D
+    batch, hidden = x.shape
+    y = torch.empty_like(x)
+"""
+        + LAUNCH.format(tile="_D")
+        + """    _D = _C
+    _C = _B
+    _B = _A
+    _A = 512 if batch <= 4 else 1024
+    return y
+"""
+    )
+    violations, unresolved = rules(path)
+    assert violations == set() and unresolved == {"opaque_dispatch"}
