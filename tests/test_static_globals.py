@@ -119,6 +119,31 @@ def kernel(x, weight, eps):
 """
     + LAUNCH.format(tile='_CFG["tile"]')
     + "    return y\n",
+    "nested_cache_entry": """
+_CFG = {}
+
+
+def _configure(hidden, rows):
+    _CFG.setdefault(hidden, {})["tile"] = 512 if rows <= 4 else 1024
+
+
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    y = torch.empty_like(x)
+    cfg = _CFG.get(hidden, {"tile": 1024})
+"""
+    + LAUNCH.format(tile='cfg["tile"]')
+    + "    _configure(hidden, batch)\n    return y\n",
+    "module_list_appended": """
+_TILES = [1024]
+
+
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    y = torch.empty_like(x)
+"""
+    + LAUNCH.format(tile="_TILES[-1]")
+    + "    _TILES.append(512 if batch <= 4 else 1024)\n    return y\n",
     "cache_setdefault_keyed_by_hidden": """
 _CACHE = {}
 

@@ -76,16 +76,30 @@ def _slot_name(key: Any) -> str:
     return "?" if isinstance(key, tuple) and key[:1] == ("?",) else repr(key)
 
 
-def state_taint(an: Analysis) -> frozenset[tuple[int, str, str]]:
-    """The module-level slots (globals, their dict entries and attributes) that hold a batch value."""
-    out: set[tuple[int, str, str]] = set()
+def _tainted_slots(v: V, where: str, out: set[str], seen: set[int], depth: int = 0) -> None:
+    """Where in ``v`` (itself, its entries, attributes, items, nested a few levels) a batch value is."""
+    if v.taint is not None:
+        out.add(where)
+    if depth >= 4 or id(v) in seen:
+        return
+    seen.add(id(v))
+    slots = _payload(v)
+    if slots is not None:
+        for k, s in slots.items():
+            _tainted_slots(s, f"{where}.{_slot_name(k)}", out, seen, depth + 1)
+    elif v.kind == "seq" and v.items is not None:
+        for s in v.items:
+            _tainted_slots(s, f"{where}[]", out, seen, depth + 1)
+
+
+def state_taint(an: Analysis) -> frozenset[str]:
+    """The module-level slots (globals, their entries, attributes and items) that hold a batch value."""
+    out: set[str] = set()
+    seen: set[int] = set()
     for m in an.modules.values():
         if m is None:
             continue
         for name, v in m.env.items():
-            if v.taint is not None:
-                out.add((id(m), name, ""))
-            slots = _payload(v)
-            if slots is not None:
-                out.update((id(m), name, _slot_name(k)) for k, s in slots.items() if s.taint is not None)
+            if v.kind not in ("func", "kernel", "module", "py"):
+                _tainted_slots(v, f"{m.display}:{name}", out, seen)
     return frozenset(out)
