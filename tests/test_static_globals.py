@@ -209,6 +209,24 @@ def kernel(x, weight, eps):
 """
     + LAUNCH.format(tile="_STATE.block")
     + "    _STATE.block = 512 if batch <= 4 else 1024\n    return y\n",
+    "object_attribute_set_by_setattr": """
+class _Config:
+    block = 1024
+
+
+_CONFIG = _Config()
+
+
+def _tune(rows):
+    setattr(_CONFIG, "block", 512 if rows <= 4 else 1024)
+
+
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    y = torch.empty_like(x)
+"""
+    + LAUNCH.format(tile="_CONFIG.block")
+    + "    _tune(batch)\n    return y\n",
     "object_attribute_set_by_a_method": """
 class _Config:
     def __init__(self):

@@ -60,6 +60,8 @@ class LibraryMixin:
 
         def store_slot(self, slots: dict[Any, V], key: Any, value: V) -> None: ...
 
+        def assign(self, target: ast.AST, value: V, node: ast.AST) -> None: ...
+
     def method_call(self, recv: V, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         if recv.kind == "tensor":
             return self.tensor_method(recv, name, args, kwargs, node)
@@ -182,6 +184,14 @@ class LibraryMixin:
                     taint=extend(name.taint, self.step(node, "attribute chosen by a batch-dependent name"))
                 )
             return self.opaque(node, "getattr with a computed name hides which code runs")
+        if fn == "setattr" and len(args) >= 3:
+            if not isinstance(args[1].const, str):
+                return self.opaque(node, "setattr with a computed name hides what it changes")
+            # ``setattr(_STATE, "block", v)`` is ``_STATE.block = v``.
+            target = ast.Attribute(value=node.args[0], attr=args[1].const, ctx=ast.Store())
+            ast.copy_location(target, node)
+            self.assign(target, args[2], node)
+            return V(const=None)
         if fn in ("list", "tuple", "sorted", "reversed", "set", "frozenset"):
             if first.kind in ("seq", "shape"):
                 return V(
