@@ -481,3 +481,69 @@ def kernel(x, weight, eps):
     )
     violations, unresolved = rules(path)
     assert violations == set() and unresolved == {"opaque_dispatch"}
+
+
+PREFILL = (ROOT / "nodice" / "examples" / "attention_prefill" / "seed.py").read_text()
+PREFILL_TILES = PREFILL[PREFILL.index("    if head_dim < 64:\n") : PREFILL.index("    num_warps = ")]
+PREFILL_CHOOSERS = {
+    # BLOCK_N tiles the KV reduction: keyed by the number of query rows, it follows the batch.
+    "lru_cache_on_tokens": (
+        """
+@functools.lru_cache(maxsize=64)
+def _tiles(n_tokens, head_dim):
+    return (128, 64) if n_tokens >= 4096 and head_dim >= 64 else (64, 32)
+""",
+        "    block_m, block_n = _tiles(q.numel() // head_dim, head_dim)\n",
+        True,
+    ),
+    "global_cache_filled_from_tokens": (
+        """
+_TILES = {}
+
+
+def _configure(n_tokens):
+    _TILES["kv"] = 64 if n_tokens >= 4096 else 32
+""",
+        '    block_m, block_n = 64, _TILES.get("kv", 32)\n    _configure(q.numel() // head_dim)\n',
+        True,
+    ),
+    "lru_cache_on_head_dim": (
+        """
+@functools.lru_cache(maxsize=64)
+def _tiles(head_dim, element_size):
+    if head_dim < 64:
+        return 32, 16
+    return (128, 64) if element_size <= 2 else (64, 32)
+""",
+        "    block_m, block_n = _tiles(head_dim, q.element_size())\n",
+        False,
+    ),
+    "cache_keyed_on_head_dim": (
+        """
+_TILES = {}
+
+
+def _choose(head_dim, element_size):
+    if head_dim < 64:
+        return 32, 16
+    return (128, 64) if element_size <= 2 else (64, 32)
+""",
+        "    block_m, block_n = _TILES.setdefault(head_dim, _choose(head_dim, q.element_size()))\n",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PREFILL_CHOOSERS))
+def test_memoised_prefill_tiles(tmp_path: Path, name: str) -> None:
+    helpers, tiles, caught = PREFILL_CHOOSERS[name]
+    text = PREFILL.replace(PREFILL_TILES, tiles).replace(
+        "import torch\n", "import functools\n\nimport torch\n", 1
+    )
+    text = text.replace("\n\ndef kernel(", helpers + "\n\ndef kernel(", 1)
+    path = tmp_path / "cand.py"
+    path.write_text(text)
+    violations, unresolved = rules(path, "attention_prefill")
+    assert ("reduction_tile_from_batch" in violations) is caught
+    if not caught:
+        assert (violations, unresolved) == (set(), set())
