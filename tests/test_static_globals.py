@@ -352,6 +352,24 @@ def kernel(x, weight, eps):
     _rmsnorm_row[(batch,)](x, weight, y, hidden, eps, BLOCK_H=block_h, num_warps=warps)
     return y
 """,
+    # The output buffer is reused across calls and grown with the batch: it only holds rows.
+    "workspace_grown_with_the_batch": """
+_OUT = None
+
+
+def _ensure(rows, hidden, like):
+    global _OUT
+    if _OUT is None or _OUT.shape[0] < rows:
+        _OUT = torch.empty((rows, hidden), dtype=like.dtype, device=like.device)
+
+
+def kernel(x, weight, eps):
+    batch, hidden = x.shape
+    _ensure(batch, hidden, x)
+    y = _OUT[:batch]
+"""
+    + LAUNCH.format(tile="min(triton.next_power_of_2(hidden), 1024)")
+    + "    return y.clone()\n",
     "dataclass_state_from_hidden": """
 from dataclasses import dataclass
 
