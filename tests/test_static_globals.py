@@ -19,26 +19,22 @@ GEMM = (ROOT / "nodice" / "examples" / "gemm" / "tile_config_from_m.py").read_te
 GEMM_KERNEL = GEMM[GEMM.index("import torch") : GEMM.index("\n\n# (largest M")] + "\n"
 GEMM_KERNEL += GEMM[GEMM.index("@triton.jit") : GEMM.index("\n\ndef kernel(")] + "\n"
 
+DATACLASS_STATE = """
+from dataclasses import dataclass
+
+
+@dataclass
+class _State:
+    block: int = 1024
+
+
+_STATE = _State()
+"""
+
 LAUNCH = "    _rmsnorm_row[(batch,)](x, weight, y, hidden, eps, BLOCK_H={tile}, num_warps=4)\n"
 
 # Host sides that reach BLOCK_H (the reduction tile) with a value derived from the batch.
 VIOLATIONS = {
-    "global_written_by_configure": """
-_TILE = 1024
-
-
-def _configure(rows):
-    global _TILE
-    _TILE = 512 if rows <= 4 else 1024
-
-
-def kernel(x, weight, eps):
-    batch, hidden = x.shape
-    _configure(batch)
-    y = torch.empty_like(x)
-"""
-    + LAUNCH.format(tile="_TILE")
-    + "    return y\n",
     # The launch reads what the previous call wrote.
     "global_written_after_the_launch": """
 _TILE = 1024
@@ -191,17 +187,8 @@ def kernel(x, weight, eps):
 """
     + LAUNCH.format(tile="_pick(x.numel() // hidden)")
     + "    return y\n",
-    "dataclass_state_attribute": """
-from dataclasses import dataclass
-
-
-@dataclass
-class _State:
-    block: int = 1024
-
-
-_STATE = _State()
-
+    "dataclass_state_attribute": DATACLASS_STATE
+    + """
 
 def kernel(x, weight, eps):
     batch, hidden = x.shape
@@ -370,17 +357,8 @@ def kernel(x, weight, eps):
 """
     + LAUNCH.format(tile="min(triton.next_power_of_2(hidden), 1024)")
     + "    return y.clone()\n",
-    "dataclass_state_from_hidden": """
-from dataclasses import dataclass
-
-
-@dataclass
-class _State:
-    block: int = 1024
-
-
-_STATE = _State()
-
+    "dataclass_state_from_hidden": DATACLASS_STATE
+    + """
 
 def kernel(x, weight, eps):
     batch, hidden = x.shape
