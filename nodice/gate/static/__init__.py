@@ -14,6 +14,7 @@ from pathlib import Path
 from nodice.gate.result import Finding
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
 from nodice.gate.static.dataflow import Interp
+from nodice.gate.static.module_state import MAX_STATE_PASSES, state_taint
 from nodice.gate.static.native import analyze_native
 from nodice.gate.static.program import Analysis, BudgetExceeded, ModuleInfo
 from nodice.gate.static.project import embedded_sources, native_file_sources, referenced_native_files
@@ -81,7 +82,7 @@ def run_static(
         mod = an.module(path, str(path), is_candidate=True)
         if mod is None:
             return [], []
-        _analyze_entry(an, mod, entry, str(path))
+        _analyze_with_state(an, mod, entry, str(path))
     except BudgetExceeded:
         collector.add(
             "opaque_dispatch", str(path), 1, "dispatch", "the analysis budget ran out on this file", []
@@ -96,6 +97,29 @@ def run_static(
     for src in natives:
         analyze_native(src, contract, collector)
     return collector.result()
+
+
+def _analyze_with_state(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> None:
+    """Run the entry point, again while a run leaves more module-level state batch-dependent: a read
+    that precedes the write (a launch reading what the previous call configured) sees it then."""
+    before = state_taint(an)
+    for _ in range(MAX_STATE_PASSES):
+        _analyze_entry(an, mod, entry, display)
+        after = state_taint(an)
+        if after <= before:
+            return
+        before = after
+        an.memo.clear()
+        an.raise_memo.clear()
+        an.steps = 0
+    an.collector.add(
+        "opaque_dispatch",
+        display,
+        1,
+        "dispatch",
+        f"module-level state still took batch values after {MAX_STATE_PASSES} passes",
+        [],
+    )
 
 
 def _analyze_entry(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> None:

@@ -19,6 +19,7 @@ from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
 from nodice.gate.static.handlers import HandlerMixin, terminates
 from nodice.gate.static.loops import LoopMixin
+from nodice.gate.static.module_state import StateMixin
 from nodice.gate.static.program import (
     MAX_STEPS,
     Analysis,
@@ -94,7 +95,7 @@ def _empty_batch_test(test: ast.expr, sizes: frozenset[str] = frozenset()) -> bo
     return _is_size(test, sizes)
 
 
-class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMixin):
+class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMixin, StateMixin):
     """Abstract execution of one function body (or a module's or class's top level)."""
 
     def __init__(
@@ -120,6 +121,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
         # ``if …: raise`` or an ``assert``); its handlers run under them.
         self.raises: list[list[Trace]] = []
         self._sizes: dict[int, frozenset[str]] = {}  # names bound to sizes, per scope body
+        self.declared_globals: set[str] = set()  # ``global`` names of the function being run
 
     def step(self, node: ast.AST, note: str = "") -> str:
         line = getattr(node, "lineno", 0)
@@ -168,6 +170,8 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
             value = value.retrace(extend(value.taint, self.step(node)))
         if isinstance(target, ast.Name):
             self.env[target.id] = value
+            if target.id in self.declared_globals and not self.module_level:
+                self.store_global(self.mod, target.id, value)
             self.protected_assignment(target.id, value, node)
         elif isinstance(target, ast.Tuple | ast.List):
             self.unpack(target, value, node)
@@ -175,7 +179,9 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
             obj = self.expr(target.value)
             if obj.kind in ("instance", "class") and obj.ref is not None:
                 attrs = obj.ref.attrs if obj.kind == "instance" else obj.ref.env
-                attrs[target.attr] = value
+                self.store_slot(attrs, target.attr, value)
+            elif obj.kind == "module" and obj.ref is not None:
+                self.store_global(obj.ref, target.attr, value)
             self.protected_assignment(target.attr, value, node)
         elif isinstance(target, ast.Subscript):
             container = self.expr(target.value)
@@ -183,7 +189,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
             if container.kind == "dict" and container.keys is not None:
                 if key.const is not NO_CONST and key.taint is None:
                     with contextlib.suppress(TypeError):  # an unhashable constant key
-                        container.keys[key.const] = value
+                        self.store_slot(container.keys, key.const, value)
                 else:
                     container.keys[("?", len(container.keys))] = value.with_taint(key.taint)
             elif container.kind == "seq" and container.items is not None and value.taint is not None:

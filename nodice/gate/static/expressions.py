@@ -11,7 +11,17 @@ import ast
 import builtins
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static.values import NO_CONST, UNKNOWN, Trace, V, extend, first_taint, join, join_all
+from nodice.gate.static.values import (
+    NO_CONST,
+    UNKNOWN,
+    Trace,
+    V,
+    extend,
+    first_taint,
+    join,
+    join_all,
+    unknown_key_taint,
+)
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -298,7 +308,8 @@ class ExprMixin:
             if idx.const is not NO_CONST and idx.taint is None:
                 try:
                     if idx.const in base.keys:
-                        return base.keys[idx.const].with_taint(base.taint)
+                        found = base.keys[idx.const].with_taint(base.taint)
+                        return found.with_taint(unknown_key_taint(base.keys))
                 except TypeError:
                     pass
             if idx.taint is not None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static.values import NO_CONST, Trace, V, deep_taint, extend, join_all
+from nodice.gate.static.values import NO_CONST, Trace, V, deep_taint, extend, join_all, unknown_key_taint
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -58,6 +58,10 @@ class LibraryMixin:
 
         def dispatch(self, fv: V, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V: ...
 
+        def store_slot(self, slots: dict[Any, V], key: Any, value: V) -> None: ...
+
+        def assign(self, target: ast.AST, value: V, node: ast.AST) -> None: ...
+
     def method_call(self, recv: V, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         if recv.kind == "tensor":
             return self.tensor_method(recv, name, args, kwargs, node)
@@ -77,7 +81,8 @@ class LibraryMixin:
                         recv.keys[("?", len(recv.keys))] = stored
                 if k.const is not NO_CONST and k.taint is None:
                     try:
-                        return recv.keys.get(k.const, args[1] if len(args) > 1 else V(const=None))
+                        found = recv.keys.get(k.const, args[1] if len(args) > 1 else V(const=None))
+                        return found.with_taint(unknown_key_taint(recv.keys))
                     except TypeError:
                         pass
                 out = join_all(list(recv.keys.values()) + args[1:2])
@@ -88,7 +93,8 @@ class LibraryMixin:
                 return V(kind="seq", ref=join_all(list(recv.keys.values())))
             if name == "update" and args:
                 if args[0].kind == "dict" and args[0].keys:
-                    recv.keys.update(args[0].keys)
+                    for key, value in args[0].keys.items():
+                        self.store_slot(recv.keys, key, value)
                 return V(const=None)
         if recv.kind == "seq" and name in ("append", "extend", "insert") and args:
             if recv.items is not None:
@@ -178,6 +184,14 @@ class LibraryMixin:
                     taint=extend(name.taint, self.step(node, "attribute chosen by a batch-dependent name"))
                 )
             return self.opaque(node, "getattr with a computed name hides which code runs")
+        if fn == "setattr" and len(args) >= 3:
+            if not isinstance(args[1].const, str):
+                return self.opaque(node, "setattr with a computed name hides what it changes")
+            # ``setattr(_STATE, "block", v)`` is ``_STATE.block = v``.
+            target = ast.Attribute(value=node.args[0], attr=args[1].const, ctx=ast.Store())
+            ast.copy_location(target, node)
+            self.assign(target, args[2], node)
+            return V(const=None)
         if fn in ("list", "tuple", "sorted", "reversed", "set", "frozenset"):
             if first.kind in ("seq", "shape"):
                 return V(

@@ -158,6 +158,15 @@ def join_all(values: list[V]) -> V:
     return out
 
 
+def unknown_key_taint(keys: dict[Any, V]) -> Trace | None:
+    """The trace of a batch value stored under a key the analyzer does not know (``("?", n)``): a
+    lookup of any constant key may find it."""
+    for k, v in keys.items():
+        if v.taint is not None and isinstance(k, tuple) and k[:1] == ("?",):
+            return v.taint
+    return None
+
+
 def merge_envs(a: dict[str, V], b: dict[str, V]) -> dict[str, V]:
     out = dict(a)
     for k, v in b.items():
