@@ -103,7 +103,7 @@ def test_describes_itself_with_real_model_shapes() -> None:
     # Llama-3-8B's QKV, O, gate_up and down projections.
     assert {(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096)} <= shapes
     assert any(w["model"].startswith("Qwen3") for w in d["workloads"])
-    assert {w["M"] for w in d["workloads"]} == {64, 4096}
+    assert {w["M"] for w in d["workloads"]} == {1, 64, 512, 4096, 16384}
 
 
 def test_flops_and_bytes() -> None:
