@@ -39,7 +39,11 @@ class Finding:
     message: str
     path: list[str] = field(default_factory=list)
     guidance: str = ""
-    severity: Literal["violation", "unresolved"] = "violation"
+    # "cleared": a batch-dependent choice between algorithms whose two sides both ran in dynamic
+    # validation and gave every tracked sample the same bits (nodice.gate.branches).
+    severity: Literal["violation", "unresolved", "cleared"] = "violation"
+    # Where a choice between algorithms sits (nodice.gate.static.branches), for the dynamic stage.
+    branch: dict[str, Any] | None = None
 
 
 @dataclass

@@ -242,6 +242,15 @@ class Sampling(Task):
             params = (temperature, _choose(gen, [0, 0, 5, 20, 50]), _choose(gen, [1.0, 0.95, 0.9, 0.8]))
         return self.request(problem, row, *params, seed=int(torch.randint(2**62, (1,), generator=gen)))
 
+    def samples(self, problem: Problem, gen: torch.Generator, n: int, **hints: Any) -> list[Sample]:
+        """``n`` requests; of a mixed draw of several, the last is greedy. So every validation
+        tracks a greedy request alone and among sampling batchmates: an all-greedy shortcut
+        (``argmax`` when every request of the batch is greedy) runs on both sides."""
+        out = [self.sample(problem, gen, **hints) for _ in range(n)]
+        if n > 1 and hints.get("mates", "mix") == "mix":
+            out[-1] = self.sample(problem, gen, mates="greedy")
+        return out
+
     def request(
         self, problem: Problem, row: torch.Tensor, temperature: float, top_k: int, top_p: float, seed: int
     ) -> Sample:

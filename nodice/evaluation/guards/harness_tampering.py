@@ -19,6 +19,8 @@ import time
 import types
 from typing import Any
 
+from nodice.gate.branches import is_watch_tracer
+
 RULE = "harness-tampering"
 DESCRIPTION = "patches timers, torch or the harness, or inspects the harness's frames"
 
@@ -215,6 +217,12 @@ def _nodice_entries(hot: bool) -> dict[str, Any]:
     return out
 
 
+def _trace_identity(fn: object) -> int:
+    """A trace function's identity, where the dynamic stage's branch watch counts as none: the
+    harness installs it around the calls it makes itself (nodice.gate.branches)."""
+    return id(None) if is_watch_tracer(fn) else id(fn)
+
+
 @dataclasses.dataclass
 class HarnessSnapshot:
     """What the harness trusts, by identity (and by value for plain data)."""
@@ -243,7 +251,7 @@ class HarnessSnapshot:
             for attr, value in list(vars(klass).items()):
                 entries[f"{cls_name}.{attr}"] = id(value)
         entries.update(_nodice_entries(hot))
-        entries["sys.gettrace"] = id(sys.gettrace())
+        entries["sys.gettrace"] = _trace_identity(sys.gettrace())
         entries["sys.getprofile"] = id(sys.getprofile())
         entries["threading._trace_hook"] = id(getattr(threading, "_trace_hook", None))
         entries["time.perf_counter"] = id(time.perf_counter)

@@ -18,6 +18,7 @@ import ast
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from nodice.gate.static.branches import if_branch, try_branch
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import Trace, V
@@ -155,10 +156,16 @@ class ChoiceMixin:
             f"a batch-dependent condition chooses between {_fmt(ca)} and {_fmt(cb)}",
             trace,
             self.step(node, "batch-dependent branch chooses the algorithm"),
+            branch=if_branch(self.mod, node),
         )
 
     def handler_choice(
-        self, node: ast.Try, trace: Trace, tried: list[ast.stmt], handled: list[ast.stmt]
+        self,
+        node: ast.Try,
+        trace: Trace,
+        tried: list[ast.stmt],
+        handled: list[ast.stmt],
+        handler: ast.ExceptHandler,
     ) -> None:
         """A ``try`` whose body raises for some batches only: does its handler compute anything the
         tried path does not? (The body may have run up to the raise, so the tried path's own calls
@@ -177,6 +184,7 @@ class ChoiceMixin:
             f"an exception raised for some batches only chooses between {_fmt(ct)} and {_fmt(ch)}",
             trace,
             self.step(node, "the handler runs another algorithm"),
+            branch=try_branch(self.mod, node, handler),
         )
 
     def compute_calls(self, body: list[ast.stmt]) -> frozenset[str]:

@@ -48,7 +48,12 @@ class HandlerMixin:
         def run(self, body: list[ast.stmt]) -> None: ...
 
         def handler_choice(
-            self, node: ast.Try, trace: Trace, tried: list[ast.stmt], handled: list[ast.stmt]
+            self,
+            node: ast.Try,
+            trace: Trace,
+            tried: list[ast.stmt],
+            handled: list[ast.stmt],
+            handler: ast.ExceptHandler,
         ) -> None: ...
 
     def s_Try(self, s: ast.Try) -> None:
@@ -78,7 +83,7 @@ class HandlerMixin:
             if raised:
                 tried_path = tried if terminates(tried) else [*tried, *rest]
                 handled_path = h.body if terminates(h.body) else [*h.body, *rest]
-                self.handler_choice(s, raised[0], tried_path, handled_path)
+                self.handler_choice(s, raised[0], tried_path, handled_path, h)
         self.control = saved_control
         # Either path may have run: what follows sees the values of both (of the one that goes on,
         # when the other returns).

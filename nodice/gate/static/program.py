@@ -108,6 +108,7 @@ class Analysis:
         mechanism: str | None = None,
         guidance: str | None = None,
         weak: bool = False,
+        branch: dict[str, Any] | None = None,
     ) -> None:
         self.collector.add(
             rule_id,
@@ -119,6 +120,7 @@ class Analysis:
             mechanism=mechanism,
             guidance=guidance,
             weak=weak,
+            branch=branch,
         )
 
     def kernel_info(self, ref: KernelRef, consts: dict[str, Any] | None = None) -> KernelInfo:

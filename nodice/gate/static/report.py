@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from nodice.gate.result import Finding
 from nodice.gate.static.rules import rule
@@ -30,6 +31,7 @@ class Collector:
         mechanism: str | None = None,
         guidance: str | None = None,
         weak: bool = False,
+        branch: dict[str, Any] | None = None,
     ) -> None:
         r = rule(rule_id)
         steps = list(path)
@@ -47,6 +49,7 @@ class Collector:
             path=steps,
             guidance=guidance or r.guidance,
             severity=r.severity,
+            branch=branch,
         )
         if weak:
             self.weak.add(id(f))
