@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 
 # Two sides that compute the same bits through different functions (names the analyzer cannot
 # tell apart from two algorithms), chosen by the batch size.
-_NORM = '''
+_NORM = """
 import torch
 
 
@@ -34,33 +34,44 @@ def _rows_c(x, weight, eps):
     xf = x.float()
     return (xf * (1.0 / torch.sqrt(xf.pow(2).mean(-1, keepdim=True) + eps)) * weight.float()).to(x.dtype)
 
-'''
+"""
 
-EQUAL = _NORM + '''
+EQUAL = (
+    _NORM
+    + """
 def kernel(x, weight, eps):
     if x.shape[0] <= 4:
         return _rows_a(x, weight, eps)
     return _rows_b(x, weight, eps)
-'''
+"""
+)
 
 # The same choice, but the small-batch side divides by a square root instead of multiplying by rsqrt.
-DIFFERENT = _NORM + '''
+DIFFERENT = (
+    _NORM
+    + """
 def kernel(x, weight, eps):
     if x.shape[0] <= 4:
         return _rows_c(x, weight, eps)
     return _rows_b(x, weight, eps)
-'''
+"""
+)
 
 # The other side only runs past a batch size no validation reaches.
-UNREACHED = _NORM + '''
+UNREACHED = (
+    _NORM
+    + """
 def kernel(x, weight, eps):
     if x.shape[0] > 1_000_000:
         return _rows_a(x, weight, eps)
     return _rows_b(x, weight, eps)
-'''
+"""
+)
 
 # An exception raised for some batch sizes chooses the handler's computation.
-HANDLER = _NORM + '''
+HANDLER = (
+    _NORM
+    + """
 def _packed(x, weight, eps):
     if x.shape[0] % 4:
         raise ValueError("rows not a multiple of 4")
@@ -72,9 +83,10 @@ def kernel(x, weight, eps):
         return _packed(x, weight, eps)
     except ValueError:
         return _rows_b(x, weight, eps)
-'''
+"""
+)
 
-SHAPES = '''
+SHAPES = """
 def pick(B):
     if B <= 4:
         return "small"
@@ -107,7 +119,7 @@ def in_loop(bs):
             r = 1
         out.append(r)
     return out
-'''
+"""
 
 
 def _write(tmp_path: Path, source: str, name: str = "cand.py") -> Path:

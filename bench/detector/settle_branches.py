@@ -38,7 +38,9 @@ def main() -> int:
         if label not in ("violating", "invariant"):
             continue
         path = pool.path_of(entry)
-        static = check(path, entry.spec.task, device=args.device, static=True, correctness=False, dynamic=False)
+        static = check(
+            path, entry.spec.task, device=args.device, static=True, correctness=False, dynamic=False
+        )
         violations = [f for f in static.findings if f.severity == "violation"]
         if not violations or not all(confirmable(f) for f in violations):
             continue
@@ -63,7 +65,9 @@ def main() -> int:
         f"invariant now passing {sum(r['verdict'] == 'pass' for r in good)}/{len(good)}"
     )
     if args.json is not None:
-        args.json.write_text(json.dumps({"device": args.device, "seed": args.seed, "rows": rows}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps({"device": args.device, "seed": args.seed, "rows": rows}, indent=1) + "\n"
+        )
     return 0
 
 

@@ -1,6 +1,6 @@
 """The keys of a pool's candidates that have no current label for a device, one per line.
 
-    python3 bench/gpu/detector_todo.py --pool bench/detector-heldout2 --labels labels.json --device cuda [--task T …]
+    python3 bench/gpu/detector_todo.py --pool POOL --labels labels.json --device cuda [--task T …]
 
 Used by ``bench/gpu/detector.sh`` so that calls resume each other: a label the oracle already wrote
 (for the file as it is now) is not recomputed.
