@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 import time
 from pathlib import Path
 
@@ -80,6 +81,8 @@ def test_harness_static_rule() -> None:
         "import torch\nsetattr(torch.cuda, 'Event', object)\n",
         "import sys\nf = sys._getframe(1)\n",
         "import os\nos.kill(os.getppid(), 9)\n",
+        # A kernel that reads the trace hook can tell when the gate watches its branches.
+        "import sys\n\ndef kernel(x):\n    return x if sys.gettrace() is None else x.clone()\n",
     ):
         hit = harness_tampering.static_check(ast.parse(source))
         assert hit is not None, source
@@ -92,6 +95,23 @@ def test_harness_snapshot_sees_a_patched_timer(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
     changes = before.changes(harness_tampering.HarnessSnapshot.take(hot=True))
     assert any("time.perf_counter" in c for c in changes)
+
+
+def test_harness_snapshot_takes_the_gates_branch_watch_for_no_tracer(tmp_path: Path) -> None:
+    from nodice.gate.branches import BranchWatch
+
+    before = harness_tampering.HarnessSnapshot.take(hot=True)
+    seen: list[list[str]] = []
+    watch = BranchWatch([], tmp_path / "cand.py")
+    watch._undecided = {0}  # as during a watched call of the kernel
+    sys.settrace(watch._trace)
+    try:
+        seen.append(before.changes(harness_tampering.HarnessSnapshot.take(hot=True)))
+        sys.settrace(lambda *a: None)  # anyone else's tracer is a replacement
+        seen.append(before.changes(harness_tampering.HarnessSnapshot.take(hot=True)))
+    finally:
+        sys.settrace(None)
+    assert seen[0] == [] and "sys.gettrace replaced" in seen[1]
 
 
 def test_harness_snapshot_looks_through_torchs_own_dynamo_wrapper(monkeypatch: pytest.MonkeyPatch) -> None:

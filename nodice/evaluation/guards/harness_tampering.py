@@ -37,6 +37,9 @@ _INTROSPECTION = frozenset(
         "tb_frame",
         "settrace",
         "setprofile",
+        # Reading the hooks tells a kernel when the gate watches its branches (nodice.gate.branches).
+        "gettrace",
+        "getprofile",
         "get_referrers",
         "get_objects",
         "stack",
