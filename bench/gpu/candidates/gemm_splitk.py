@@ -37,6 +37,18 @@ nodice), bit for bit.
 Loads go through TMA descriptors where the tensors allow (the bundled kernel's rule), with the
 same masked-pointer fallback; the workspace is always written and read through pointers (a
 2-D descriptor over ``[S * M, N]`` would not clip a tile at the end of its slice's rows).
+
+The pins are the module's constants below; ``sweep_gemm_splitk.py`` sets them one table at a time
+(split length, partials and one-pass tiles, where the schedules meet, TMA), as ``sweep_gemm.py``
+sets ``gemm_tiles.TILES``.
+
+What the gate's static stage says. It rejects the branch on M as an algorithm choice
+(``algorithm_selection_by_batch``): it counts two launches (partials, combine) against one
+(one pass) and can only match launches one to one, so it cannot see that both sides add the
+same slices in the same order. The claim is checked bitwise instead: under the interpreter by
+``tests/test_candidate_gemm_splitk.py`` and the dynamic stage (the CPU problem, K = 512 and
+N = 256, splits into 4 slices), on the GPU by the sweep's own check (the gate's GPU problem,
+K = N = 4096, does not split).
 """
 
 import torch
@@ -337,6 +349,11 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
     )
 
 
+def _stages(stages: int, element_size: int) -> int:
+    # 4-byte operands (the gate's fp32 probe) take twice the shared memory per stage.
+    return stages if element_size <= 2 else max(2, stages // 2)
+
+
 def _partial_tile(m: int) -> tuple[int, int, int, int]:
     for limit, block_m, block_n, warps, stages in PARTIAL_TILES:
         if m <= limit:
@@ -378,6 +395,7 @@ def _run_partials(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, slice_len: 
     m, k = a.shape
     n = b.shape[1]
     block_m, block_n, warps, stages = _partial_tile(m)
+    stages = _stages(stages, a.element_size())
     tma = bool(USE_TMA) and _tma_ok(a, b)
     a_src, b_src, _ = _sources(a, b, None, block_m, block_n, tma)
     ws = torch.empty((slices, m, n), dtype=torch.float32, device=a.device)
@@ -394,6 +412,7 @@ def _run_one_pass(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, slice_len: 
     m, k = a.shape
     n = b.shape[1]
     block_m, block_n, warps, stages = ONE_PASS_TILE
+    stages = _stages(stages, a.element_size())
     tma = bool(USE_TMA) and _tma_ok(a, b, c)
     a_src, b_src, c_src = _sources(a, b, c, block_m, block_n, tma)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
