@@ -6,9 +6,11 @@
 #
 # Usage (from the repository root):
 #   OUT=/some/dir bench/gpu/candidates/measure_sweeps.sh SWEEP=CANDIDATE:TASK ...
-#   e.g. moe=moe_tiles:moe gdn=gdn_chunked:gdn gemm=gemm_tiles:gemm
+#   e.g. moe=moe_tiles:moe gdn=gdn_chunked:gdn gemm=gemm_tiles:gemm gemm=gemm_splitk:gemm
+# The sweep script is sweep_<CANDIDATE>.py where there is one (sweep_gemm_splitk.py), else
+# sweep_<SWEEP>.py (sweep_gemm.py for gemm_tiles); its results are named after the script.
 #   SWEEP_SECONDS=150   time for each sweep;  CHECK_SECONDS=150   limit for each gate
-# Outputs in $OUT: sweeps.log, results.tar.gz (sweep_<sweep>.jsonl, check_<candidate>.json, the log).
+# Outputs in $OUT: sweeps.log, results.tar.gz (<sweep script>.jsonl, check_<candidate>.json, the log).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:?set OUT to a folder for the results}
@@ -24,14 +26,16 @@ for spec in "$@"; do
   rest=${spec#*=}
   candidate=${rest%%:*}
   task=${rest##*:}
-  if [ ! -f "$here/sweep_$sweep.py" ] || [ ! -f "$here/$candidate.py" ]; then
-    echo "measure_sweeps.sh: no $here/sweep_$sweep.py or $here/$candidate.py" | tee -a "$log"
+  script=sweep_$sweep
+  [ -f "$here/sweep_$candidate.py" ] && script=sweep_$candidate
+  if [ ! -f "$here/$script.py" ] || [ ! -f "$here/$candidate.py" ]; then
+    echo "measure_sweeps.sh: no $here/$script.py or $here/$candidate.py" | tee -a "$log"
     continue
   fi
-  echo "== $sweep: sweep ($(date -u +%H:%M:%S))" | tee -a "$log"
-  (cd "$here" && timeout "$((${SWEEP_SECONDS:-150} + 60))" python3 "sweep_$sweep.py" \
-    --out "$OUT/r/sweep_$sweep.jsonl" --seconds "${SWEEP_SECONDS:-150}") >>"$log" 2>&1
-  echo "$sweep: sweep exit status $?" | tee -a "$log"
+  echo "== $sweep: $script ($(date -u +%H:%M:%S))" | tee -a "$log"
+  (cd "$here" && timeout "$((${SWEEP_SECONDS:-150} + 60))" python3 "$script.py" \
+    --out "$OUT/r/$script.jsonl" --seconds "${SWEEP_SECONDS:-150}") >>"$log" 2>&1
+  echo "$sweep: $script exit status $?" | tee -a "$log"
   pack
   timeout "$((${CHECK_SECONDS:-150} + 10))" python3 -m nodice check "$here/$candidate.py" --task "$task" \
     --device cuda --bench --json --timeout "${CHECK_SECONDS:-150}" >"$OUT/r/check_$candidate.json" 2>>"$log"

@@ -5,7 +5,8 @@ Timing is nodice's CUDA timer (the benchmark's method, head start included). Eac
 applied to every workload (the candidate's own settings, timed first, may still choose per
 workload: the gemm and moe candidates' tile rules). One JSON line per (task,
 implementation, setting, workload) is appended to ``--out`` as it goes. The entry points are
-``sweep_norms.py``, ``sweep_mla.py``, ``sweep_gemm.py`` and ``sweep_moe.py``.
+``sweep_norms.py``, ``sweep_mla.py``, ``sweep_gemm.py``, ``sweep_gemm_splitk.py`` and
+``sweep_moe.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from nodice.bench.baselines import load_baselines
 from nodice.bench.throughput import timed_call, workload_args
 from nodice.bench.timing import measure
 from nodice.tasks import get_task
+from nodice.tasks.base import Workload
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -41,6 +43,9 @@ class Sweep:
     reference_name: str
     candidate: str
     tables: Callable[[], list[dict[str, Any]]]
+    # The workloads the pin tables are timed on (the candidate's own settings run on every one);
+    # None: every workload.
+    table_workloads: Callable[[Workload], bool] | None = None
 
 
 def _load(path: Path, name: str) -> Any:
@@ -103,20 +108,23 @@ def main(plan: list[Sweep]) -> int:
                 break
             for k, v in table.items():
                 setattr(cand, k, v)
-            vs_best = []
-            for w in workloads:
+            vs_best: list[float] = []
+            chosen = sweep.table_workloads if table is not original else None
+            for w in workloads if chosen is None else [w for w in workloads if chosen(w)]:
+                ms: float | None
+                err: str | None
                 try:
                     t = measure(cand.kernel, inputs[w.name], device)
                     ms, err = t.ms, None
                 except Exception as exc:  # a setting that does not compile or run
                     ms, err = None, f"{type(exc).__name__}: {str(exc)[:200]}"
-                gbps = gb[w.name] / (ms / 1e3) if ms else None
-                ratio = gbps / best[w.name] if gbps and best.get(w.name) else None
-                row = {"task": task_name, "impl": "candidate", "setting": table, "workload": w.name}
-                row.update(ms=ms, gbps=gbps, error=err, vs_best_baseline=ratio)
+                rate = gb[w.name] / (ms / 1e3) if ms else None
+                ratio = rate / best[w.name] if rate and best.get(w.name) else None
+                row: dict[str, Any] = {"task": task_name, "impl": "candidate", "setting": table}
+                row.update(workload=w.name, ms=ms, gbps=rate, error=err, vs_best_baseline=ratio)
                 out.write(json.dumps(row) + "\n")
-                if row["vs_best_baseline"]:
-                    vs_best.append(row["vs_best_baseline"])
+                if ratio:
+                    vs_best.append(ratio)
             out.flush()
             low = min(vs_best, default=float("nan"))
             print(
