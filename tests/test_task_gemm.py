@@ -95,6 +95,20 @@ def test_contexts_cross_the_small_m_and_tile_thresholds() -> None:
     assert {64, 65, 128, 129, 512, 513} <= gpu_sizes and max(gpu_sizes) > 132 * 128
 
 
+def test_gpu_contexts_include_a_long_k_layer_where_split_k_schedules_act() -> None:
+    t = get_task("gemm")
+    long_k = [c for c in t.contexts(torch.device("cuda")) if "variant" in c.params]
+    assert long_k and all(c.name.startswith("long-k,") for c in long_k)
+    dims = long_k[0].params["variant"]
+    assert dims["K"] >= 2 * dims["N"]
+    # Small row counts, where a split-K schedule would run, on both sides of the tile thresholds.
+    assert {16, 17, 64, 65} <= {c.batch_size for c in long_k}
+    # The problem follows the variant (checked on CPU with small dims).
+    p = t.problem(torch.Generator().manual_seed(0), torch.device("cpu"), torch.float32, K=96, N=32)
+    assert p.dims == {"K": 96, "N": 32} and tuple(p.shared["b"].shape) == (96, 32)
+    assert not any("variant" in c.params for c in t.contexts(torch.device("cpu")))
+
+
 def test_describes_itself_with_real_model_shapes() -> None:
     d = get_task("gemm").describe()
     assert (d["name"], d["family"], d["arity"]) == ("gemm", "gemm", 2)

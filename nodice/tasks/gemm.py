@@ -31,6 +31,12 @@ _TOKENS = {"decode-1": 1, "decode": 64, "mixed-512": 512, "prefill": 4096, "pref
 # The problem the gate checks on: CPU-sized for the interpreter, Llama-3-8B's O projection on GPU.
 _CPU_DIMS = {"K": 512, "N": 256}
 _GPU_DIMS = {"K": 4096, "N": 4096}
+# And on GPU a long-K layer (Llama-3-8B's down projection), where split-K schedules act: K long
+# against N leaves few output tiles at small M, which the square O projection never reaches (a
+# fixed-size split-K that only long layers take is checked nowhere else). On CPU the problem is
+# already twice as deep as it is wide.
+_GPU_LONG_K = {"K": 14336, "N": 4096}
+_LONG_K_SIZES = [2, 3, 16, 17, 64, 65, 128, 129, 256, 257, 512, 513]
 
 
 def _workloads() -> list[Workload]:
@@ -59,6 +65,10 @@ def _batch_contexts(device: torch.device) -> list[BIContext]:
     for m in sizes:
         for pos, label in ((0, "first"), (m // 2, "middle"), (-1, "last")):
             out.append(BIContext(f"M={m},{label}", m, pos))
+    if device.type != "cpu":
+        for m in _LONG_K_SIZES:
+            for pos, label in ((0, "first"), (-1, "last")):
+                out.append(BIContext(f"long-k,M={m},{label}", m, pos, {"variant": dict(_GPU_LONG_K)}))
     return out
 
 
@@ -70,8 +80,12 @@ class Gemm(Task):
     output_names = ("c",)
     arity = 2
 
-    def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
+    def problem(
+        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
+    ) -> Problem:
+        """The gate's weight matrix; ``variant`` may pin ``K`` and ``N`` (the long-K contexts)."""
         dims = dict(_CPU_DIMS if device.type == "cpu" else _GPU_DIMS)
+        dims.update({k: int(v) for k, v in variant.items() if k in ("K", "N")})
         # Weights scaled like a trained layer's (unit-variance outputs for unit-variance inputs).
         b = randn((dims["K"], dims["N"]), gen, device, dtype, scale=1.0 / math.sqrt(dims["K"]))
         return Problem(device, dtype, dims, {"b": b})
