@@ -4,6 +4,7 @@ without a current label for the device (missing, or made for an earlier version 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ def _todo(pool: Path, labels: Path, *extra: str) -> list[str]:
         [sys.executable, str(ROOT / "bench" / "gpu" / "detector_todo.py"), "--pool", str(pool),
          "--labels", str(labels), *extra],
         capture_output=True, text=True, check=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's nodice, whatever is installed
     )  # fmt: skip
     return proc.stdout.split()
 

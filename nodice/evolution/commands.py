@@ -81,6 +81,14 @@ def evolve(
             "(no BI stage runs); fixed for the life of a run",
         ),
     ] = None,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload",
+            help="score on these workloads only: names or shell patterns such as 'gqa*' (see "
+            "`nodice tasks TASK`), repeatable; fixed for the life of a run",
+        ),
+    ] = None,
     executor: Annotated[
         str, typer.Option(help="local (worker processes on this machine) or ray (a Ray cluster)")
     ] = "local",
@@ -118,6 +126,7 @@ def evolve(
         rng_seed=rng_seed,
         stagnation_window=stagnation,
         bi=bi,
+        workloads=list(workload) if workload else None,
         remote_workers=executor == "ray",
     )
     try:
@@ -142,6 +151,10 @@ def evolve(
             out.print(f"resuming the run in {run.root}", highlight=False)
         if not config.bi:
             out.print("vanilla run (--no-bi): commits need correctness and speed only", highlight=False)
+        if config.workloads:
+            out.print(
+                f"scored on {len(config.workloads)} workloads: {', '.join(config.workloads)}", highlight=False
+            )
         if islands > 1:
             out.print(f"{islands} {agent_spec.partition(':')[0]} islands on one lineage", highlight=False)
         engine = Engine(run, config, agents[0], console=out, executor=spread, islands=agents)

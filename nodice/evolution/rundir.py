@@ -79,6 +79,9 @@ class RunConfig:
     # False for the vanilla baseline (`--no-bi`): the gate's BI stages are not run and commits
     # need correctness and speed only. Fixed for the life of a run.
     bi: bool = True
+    # The workloads the run is scored on (names; empty: all of the task's for the device). Fixed
+    # for the life of a run, like the commit rule: scores over other workloads would not compare.
+    workloads: list[str] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

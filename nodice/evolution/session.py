@@ -280,6 +280,7 @@ class RunSession:
                 # The vanilla baseline judges correctness and speed only: no BI stage runs.
                 static=self.config.bi,
                 dynamic=self.config.bi,
+                bench_options={"workloads": list(self.config.workloads)} if self.config.workloads else None,
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)

@@ -40,6 +40,8 @@ class EvolveOptions:
     stagnation_window: int | None = None
     # False: the vanilla baseline search (no BI stages); None keeps the run's setting on resume.
     bi: bool | None = None
+    # Workload names or shell patterns (``gqa*``) to score on; None keeps the run's setting.
+    workloads: list[str] | None = None
     # Candidates run on other machines (a Ray cluster): an explicit --device need not exist here.
     remote_workers: bool = False
 
@@ -97,6 +99,24 @@ def seed_source(task: str, seed: Path | None) -> str:
         raise RunDirError(f"cannot read the seed {path}: {exc}") from None
 
 
+def resolve_workloads(task: str, device: str, patterns: list[str]) -> list[str]:
+    """The task's workload names (for ``device``) that match any of ``patterns``, in the task's order."""
+    import fnmatch
+
+    import torch
+
+    from nodice.tasks import get_task
+
+    names = [w.name for w in get_task(task).bench_workloads(torch.device(device))]
+    missing = [p for p in patterns if not fnmatch.filter(names, p)]
+    if missing:
+        raise RunDirError(
+            f"no {task} workload on {device} matches {', '.join(repr(p) for p in missing)} "
+            f"(its workloads: {', '.join(names)})"
+        )
+    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
 def existing_config(opts: EvolveOptions) -> RunConfig | None:
     """The configuration of the run ``opts`` would resume, if there is one."""
     run = RunDir(opts.run_dir or default_run_dir(opts.task))
@@ -126,6 +146,11 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             mode = "BI-aware" if config.bi else "vanilla (--no-bi)"
             raise RunDirError(
                 f"{run.root} is a {mode} run; its commit rule cannot change (use a new run dir)"
+            )
+        if opts.workloads and resolve_workloads(opts.task, config.device, opts.workloads) != config.workloads:
+            raise RunDirError(
+                f"{run.root} is scored on {', '.join(config.workloads) or 'every workload'}; its workloads "
+                "cannot change (use a new run dir)"
             )
         if opts.seed is not None:
             raise RunDirError(f"{run.root} already has a lineage; --seed only applies to a new run")
@@ -162,6 +187,7 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             unit=task_unit(opts.task),
             entry=entry_for(opts.task),
             bi=opts.bi is not False,
+            workloads=resolve_workloads(opts.task, device, opts.workloads) if opts.workloads else [],
         )
         run.create(config, seed_source(opts.task, opts.seed))
     lineage = Lineage(run.root)
