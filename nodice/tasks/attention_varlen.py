@@ -191,11 +191,21 @@ class AttentionVarlen(Task):
     def select(
         self, output: Output, index: int, args: tuple[Any, ...] | None = None
     ) -> tuple[torch.Tensor, ...]:
+        return self._sequences(output, [index], args)[0]
+
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        return self._sequences(output, indices, args)
+
+    def _sequences(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None
+    ) -> list[tuple[torch.Tensor, ...]]:
         if args is None:
             raise ValueError("attention_varlen: a sequence's rows are found through cu_seqlens_q (pass args)")
         o = output[0] if isinstance(output, tuple) else output
-        start, end = unpack(args[3])[index]
-        return (o[start:end],)
+        rows = unpack(args[3])  # one read of the offsets for all the sequences asked for
+        return [(o[rows[i][0] : rows[i][1]],) for i in indices]
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         return [(args[0].shape, args[0].dtype)]

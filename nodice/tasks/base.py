@@ -190,6 +190,17 @@ class Task(ABC):
         outs = output if isinstance(output, tuple) else (output,)
         return tuple(o[index] for o in outs)
 
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        """:meth:`select` for several samples of one batch, in the order of ``indices``.
+
+        A task that finds its samples through data on the device (a ragged batch's offsets)
+        overrides both, so that a batch's offsets are read once (one host synchronisation on a
+        GPU) rather than once per sample.
+        """
+        return [self.select(output, i, args) for i in indices]
+
     # ---- reference and correctness -----------------------------------------
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         """Shape and dtype of each output for ``args``; tasks override this with shape arithmetic.

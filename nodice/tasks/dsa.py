@@ -251,11 +251,21 @@ class SparseMLA(Task):
     def select(
         self, output: Output, index: int, args: tuple[Any, ...] | None = None
     ) -> tuple[torch.Tensor, ...]:
+        return self._requests(output, [index], args)[0]
+
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        return self._requests(output, indices, args)
+
+    def _requests(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None
+    ) -> list[tuple[torch.Tensor, ...]]:
         if args is None:
             raise ValueError("dsa: a request's rows are found through cu_seqlens_q (pass args)")
         o = output[0] if isinstance(output, tuple) else output
-        start, end = list(pairwise(args[3].tolist()))[index]
-        return (o[start:end],)
+        rows = list(pairwise(args[3].tolist()))  # one read of the offsets for all the requests asked for
+        return [(o[rows[i][0] : rows[i][1]],) for i in indices]
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         q, d_v = args[0], int(args[5])
