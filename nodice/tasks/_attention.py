@@ -11,12 +11,13 @@ from the generator, so successive trials cover different layouts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import torch
 
 from nodice.tasks._scratch import scratch_budget
-from nodice.tasks.base import BIContext, Tolerance
+from nodice.tasks.base import BIContext, Output, Tolerance
 
 # The streaming-multiprocessor count of an H100/H200: split heuristics compare
 # batch·heads with it, so GPU contexts sit on both sides of it.
@@ -226,3 +227,33 @@ def context(label: str, batch: int, position: int, variant: dict[str, Any], **pa
     where = dict(positions(batch)).get(position, str(position))
     knobs = "".join(f",{k}={v}" for k, v in params.items())
     return BIContext(f"{label},batch={batch},{where}{knobs}", batch, position, {"variant": variant, **params})
+
+
+class PackedRows:
+    """``select`` for a packed ragged batch: sample ``i`` is rows ``cu_seqlens_q[i]:cu_seqlens_q[i + 1]``
+    of the output, the offsets being the kernel's fourth argument. They are read once however many
+    samples are asked for (a host synchronisation on a GPU)."""
+
+    name: str
+    packed_sample = "a sequence"
+
+    def select(
+        self, output: Output, index: int, args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        return self._packed_rows(output, [index], args)[0]
+
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        return self._packed_rows(output, indices, args)
+
+    def _packed_rows(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        if args is None:
+            raise ValueError(
+                f"{self.name}: {self.packed_sample}'s rows are found through cu_seqlens_q (pass args)"
+            )
+        o = output[0] if isinstance(output, tuple) else output
+        rows = list(pairwise(args[3].tolist()))
+        return [(o[rows[i][0] : rows[i][1]],) for i in indices]
