@@ -84,13 +84,15 @@ def cdiv(a: int, b: int) -> int:
 
 def scatter_pages(
     gen: torch.Generator, lengths: list[int], page: int, device: torch.device
-) -> tuple[int, torch.Tensor, list[torch.Tensor]]:
-    """A paged pool for requests of ``lengths``: (pool pages, block table, each request's token slots).
+) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """A paged pool for requests of ``lengths``: (pool pages, block table, every token's pool row).
 
     Each request gets its own pool pages drawn at random; spare pages are left for junk. Columns past
     a request's last page point at arbitrary pool pages, as a reused block table would, and a few
-    spare columns widen the table further. A request's token ``t`` lives at row ``slots[t]`` of the
-    pool viewed as ``[pool * page, …]``.
+    spare columns widen the table further. Token ``t`` of request ``i`` lives at row
+    ``rows[sum(lengths[:i]) + t]`` of the pool viewed as ``[pool * page, …]``: one index for the whole
+    batch, so that its tokens are placed with one copy per cache rather than one per request (each a
+    launch, and the index a host-to-device copy, on a GPU).
     """
     pages_per = [cdiv(n, page) for n in lengths]
     used = sum(pages_per)
@@ -98,15 +100,17 @@ def scatter_pages(
     slot_order = torch.randperm(pool, generator=gen)
     width = max(pages_per) + randint(gen, 0, 2)
     table = torch.randint(0, pool, (len(lengths), width), generator=gen, dtype=torch.int32)
-    token_slots = []
+    token_pages, token_offsets = [], []
     first = 0
     for i, n in enumerate(lengths):
         slots = slot_order[first : first + pages_per[i]]
         first += pages_per[i]
         table[i, : pages_per[i]] = slots.to(torch.int32)
         tok = torch.arange(n)
-        token_slots.append((slots[tok // page] * page + tok % page).to(device))
-    return pool, table.to(device), token_slots
+        token_pages.append(slots[tok // page])
+        token_offsets.append(tok % page)
+    rows = torch.cat(token_pages) * page + torch.cat(token_offsets)
+    return pool, table.to(device), rows.to(device)
 
 
 def choose(gen: torch.Generator, options: list[Any]) -> Any:
