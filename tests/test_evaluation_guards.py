@@ -136,6 +136,57 @@ def test_harness_snapshot_sees_changed_tolerances(monkeypatch: pytest.MonkeyPatc
     assert any("DEFAULT_TOLERANCES" in c for c in before.changes(harness_tampering.HarnessSnapshot.take()))
 
 
+def test_hot_check_agrees_with_the_full_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import threading
+    import types
+
+    from nodice.gate import dynamic
+
+    take = harness_tampering.HarnessSnapshot.take
+    baseline = take()
+    hot = harness_tampering.HotCheck(baseline)
+    assert hot.changes() == []
+    full = hot.full_checks
+    for _ in range(3):
+        assert hot.changes() == []
+    assert hot.full_checks == full  # nothing moved: the full comparison is not run again
+
+    fake_dynamic = types.ModuleType(dynamic.__name__)
+    fake_dynamic.__dict__.update(vars(dynamic))
+    fake_dynamic.validate = lambda *args: None  # type: ignore[attr-defined]
+    tamperings = [
+        lambda m: m.setattr(time, "perf_counter", lambda: 0.0),
+        lambda m: m.setattr(torch.cuda, "synchronize", lambda *args: None),
+        lambda m: m.setattr(torch.Tensor, "clone", lambda self: self),
+        lambda m: m.setattr(torch.Tensor, "sneaky", lambda self: self, raising=False),
+        lambda m: m.setattr(dynamic, "bitwise_diff", lambda e, g: None),
+        lambda m: m.setattr(threading, "_trace_hook", lambda *args: None, raising=False),
+        lambda m: m.setitem(sys.modules, dynamic.__name__, fake_dynamic),
+    ]
+    for tamper in tamperings:
+        with monkeypatch.context() as m:
+            tamper(m)
+            expected = baseline.changes(take(hot=True))
+            assert expected and hot.changes() == expected
+        assert hot.changes() == []
+    previous = sys.getprofile()
+    sys.setprofile(lambda *args: None)
+    try:
+        expected = baseline.changes(take(hot=True))
+        assert "sys.getprofile replaced" in expected and hot.changes() == expected
+    finally:
+        sys.setprofile(previous)
+    assert hot.changes() == []
+
+    # A move the full comparison does not count (a new module flag) costs it one run, then none.
+    with monkeypatch.context() as m:
+        m.setattr(time, "nodice_test_flag", 1, raising=False)
+        full = hot.full_checks
+        assert hot.changes() == [] and hot.changes() == []
+        assert hot.full_checks == full + 1
+
+
 def test_library_watch_sees_calls_by_any_route() -> None:
     task = get_task("rmsnorm")
     library_call.install_reference_tripwire(task)

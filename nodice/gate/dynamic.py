@@ -16,7 +16,8 @@ its own target and witnesses, and their batch-1 bits.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,9 @@ class DynamicReport:
     kernel_calls: int
     kernel_ms: float
     contexts: list[str] = field(default_factory=list)
+    # Milliseconds spent building inputs, in kernel calls (the harness's checks around each call
+    # included), selecting the tracked samples' outputs and comparing them (see ``PHASES``).
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def bitwise_diff(expected: torch.Tensor, got: torch.Tensor) -> tuple[int, list[int]] | None:
@@ -58,11 +62,36 @@ def _scalar(t: torch.Tensor, index: list[int]) -> float:
     return float(v)
 
 
+# Where the time goes on a GPU. Two batch-1 calls per tracked sample and one call per context (for
+# rmsnorm about 290 calls per dtype), each with a few launches of the gate's own (the batch's stack,
+# the allocator's poison, the batch-1 output's copy) and one host synchronisation (``call_kernel``
+# waits for the kernel, so that a crash is reported as the candidate's, at its call). Everything
+# else stays on the device: a context's tracked outputs are compared with their batch-1 bits as one
+# flat byte buffer (one ``torch.equal``, one synchronisation), the batch-1 side of it packed once per
+# problem, and the per-sample work of a mismatch report (``.cpu()``, ``nonzero``, ``.item()``) runs
+# only once a context is known to differ. On CPU little of this shows; on CUDA each tiny op is a
+# launch (~5 µs) and each read of a device value a round trip (~10-20 µs).
+
+# Phases of the stage that ``DynamicReport.phases`` times (milliseconds; the rest is bookkeeping).
+PHASES = ("inputs", "kernel", "select", "compare")
+
+
 class _Runner:
+    """The kernel under test, the batches built for it, and where the stage's time went."""
+
     def __init__(self, task: Task, fn: Callable[..., Any], candidate: Path, device: torch.device):
         self.task, self.fn, self.candidate, self.device = task, fn, candidate, device
         self.calls = 0
         self.kernel_ms = 0.0
+        self.phases = dict.fromkeys(PHASES, 0.0)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] += (time.perf_counter() - t0) * 1e3
 
     def run(
         self,
@@ -72,13 +101,20 @@ class _Runner:
         args: tuple[Any, ...] | None = None,
     ) -> tuple[tuple[Any, ...], Any]:
         if args is None:
-            args = self.task.compose(problem, samples, gen)
+            with self.phase("inputs"):
+                args = self.task.compose(problem, samples, gen)
         spec = expected_outputs(self.task, args)
         t0 = time.perf_counter()
         out = run_checked(self.task, self.fn, args, self.candidate, spec, self.device)
-        self.kernel_ms += (time.perf_counter() - t0) * 1e3
+        ms = (time.perf_counter() - t0) * 1e3
+        self.kernel_ms += ms
+        self.phases["kernel"] += ms
         self.calls += 1
         return args, out
+
+    def select(self, out: Any, slots: list[int], args: tuple[Any, ...]) -> list[tuple[torch.Tensor, ...]]:
+        with self.phase("select"):
+            return self.task.select_many(out, slots, args)
 
 
 def _compare(
@@ -96,36 +132,73 @@ def _compare(
     return None
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    if not t.dtype.is_floating_point:
-        return t
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+Layout = tuple[tuple[torch.Size, torch.dtype], ...]
 
 
-def _flat_bits(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([_bits(t.contiguous()).reshape(-1) for t in tensors])
+def _layout(outs: tuple[torch.Tensor, ...]) -> Layout:
+    return tuple((t.shape, t.dtype) for t in outs)
+
+
+def _raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as their bytes, flat (a view when ``t`` is contiguous): equal bytes, equal bits."""
+    return t.contiguous().view(-1).view(torch.uint8)
+
+
+@dataclass
+class _Packed:
+    """Several samples' outputs packed into one flat byte tensor, sample by sample, output by output.
+
+    Packing costs one launch (``torch.cat``); comparing two packs costs one more and a single host
+    synchronisation, where comparing sample by sample would cost one per sample and output.
+    """
+
+    data: torch.Tensor
+    layouts: list[Layout]
+    ends: list[int]  # the byte where each sample's outputs end
+
+    @classmethod
+    def of(cls, outs: list[tuple[torch.Tensor, ...]]) -> _Packed:
+        layouts = [_layout(o) for o in outs]
+        ends, end = [], 0
+        for o in outs:
+            end += sum(t.numel() * t.element_size() for t in o)
+            ends.append(end)
+        return cls(torch.cat([_raw_bytes(t) for o in outs for t in o]), layouts, ends)
+
+    def prefix(self, n: int) -> torch.Tensor:
+        """The bytes of the first ``n`` samples (a view)."""
+        return self.data[: self.ends[n - 1]]
+
+    def sample(self, i: int) -> tuple[torch.Tensor, ...]:
+        """Sample ``i``'s outputs again, with their shapes and dtypes (copies: for a mismatch report)."""
+        start = self.ends[i - 1] if i else 0
+        out = []
+        for shape, dtype in self.layouts[i]:
+            size = shape.numel() * dtype.itemsize
+            out.append(self.data[start : start + size].clone().view(dtype).reshape(shape))
+            start += size
+        return tuple(out)
 
 
 def _first_mismatch(
     task: Task,
     tracked: list[tuple[str, dict[str, Any]]],
-    expected: list[tuple[torch.Tensor, ...]],
+    expected: _Packed,
     got: list[tuple[torch.Tensor, ...]],
 ) -> Mismatch | None:
-    """Compare all tracked samples at once (one device sync); locate the first difference only if any.
+    """Compare the tracked samples (the first ``len(tracked)`` of ``expected``) at once: one device
+    sync; the first difference is located, sample by sample, only if there is one.
 
-    Samples may differ in shape (the sequences of a ragged batch): they are compared flattened
-    and concatenated, once every sample's shapes match their batch-1 shapes.
+    Samples may differ in shape (the sequences of a ragged batch): they are compared as flat bytes,
+    once every sample's shapes match their batch-1 shapes.
     """
-    same = all(
-        all(e[k].shape == g[k].shape for e, g in zip(expected, got, strict=True))
-        and torch.equal(_flat_bits([e[k] for e in expected]), _flat_bits([g[k] for g in got]))
-        for k in range(len(task.output_names))
-    )
-    if same:
+    n = len(tracked)
+    if [_layout(g) for g in got] == expected.layouts[:n] and torch.equal(
+        expected.prefix(n), _Packed.of(got).data
+    ):
         return None
-    for (label, ctx), e, g in zip(tracked, expected, got, strict=True):
-        m = _compare(task, label, ctx, e, g)
+    for i, ((label, ctx), g) in enumerate(zip(tracked, got, strict=True)):
+        m = _compare(task, label, ctx, expected.sample(i), g)
         if m is not None:
             return m
     return None
@@ -148,12 +221,13 @@ def validate(
     done: list[str] = []
 
     def report(m: Mismatch | None) -> DynamicReport:
-        return DynamicReport(m, len(done), runner.calls, runner.kernel_ms, done)
+        return DynamicReport(m, len(done), runner.calls, runner.kernel_ms, done, dict(runner.phases))
 
     largest: tuple[BIContext, tuple[Any, ...], dict[int, int]] | None = None
     for variant, group in _by_variant(contexts):
-        problem = task.problem(gen, device, dtype, **variant)
-        targets = task.samples(problem, gen, 1 + n_witness)
+        with runner.phase("inputs"):
+            problem = task.problem(gen, device, dtype, **variant)
+            targets = task.samples(problem, gen, 1 + n_witness)
         # Batch 1, twice: the reference bits, and whether the kernel is deterministic at all.
         alone: list[tuple[torch.Tensor, ...]] = []
         again: list[tuple[torch.Tensor, ...]] = []
@@ -161,15 +235,20 @@ def validate(
         if variant:
             rerun["variant"] = variant
         for s in targets:
-            args, out = runner.run(problem, [s], gen)
-            alone.append(tuple(t.clone() for t in task.select(out, 0, args)))
-            args, out = runner.run(problem, [s], gen)
-            again.append(tuple(t.clone() for t in task.select(out, 0, args)))
+            for outputs in (alone, again):
+                args, out = runner.run(problem, [s], gen)
+                # A copy: a kernel may hand out the same buffer again on its next call.
+                (picked,) = runner.select(out, [0], args)
+                with runner.phase("select"):
+                    outputs.append(tuple(t.clone() for t in picked))
         done.append("batch=1,rerun")
-        m = _first_mismatch(task, [(label, rerun) for label in labels], alone, again)
+        with runner.phase("compare"):
+            reference = _Packed.of(alone)
+            m = _first_mismatch(task, [(label, rerun) for label in labels], reference, again)
         if m is not None:
             return report(m)
-        found = _run_contexts(task, runner, problem, gen, group, targets, alone, labels, done)
+        del alone, again
+        found = _run_contexts(task, runner, problem, gen, group, targets, reference, labels, done)
         if isinstance(found, Mismatch):
             return report(found)
         if found is not None and (largest is None or found[0].batch_size > largest[0].batch_size):
@@ -182,12 +261,14 @@ def validate(
         _, out2 = runner.run(problem, [], gen, args=args)
         name = f"{big.name},rerun"
         done.append(name)
-        m = _first_mismatch(
-            task,
-            [(labels[t], big.describe() | {"name": name, "position": slot}) for t, slot in slots.items()],
-            [task.select(out1, slot, args) for slot in slots.values()],
-            [task.select(out2, slot, args) for slot in slots.values()],
-        )
+        first, second = (runner.select(out, list(slots.values()), args) for out in (out1, out2))
+        with runner.phase("compare"):
+            m = _first_mismatch(
+                task,
+                [(labels[t], big.describe() | {"name": name, "position": slot}) for t, slot in slots.items()],
+                _Packed.of(first),
+                second,
+            )
         if m is not None:
             return report(m)
     return report(None)
@@ -209,33 +290,40 @@ def _run_contexts(
     gen: torch.Generator,
     contexts: list[BIContext],
     targets: list[Sample],
-    alone: list[tuple[torch.Tensor, ...]],
+    reference: _Packed,
     labels: list[str],
     done: list[str],
 ) -> Mismatch | tuple[BIContext, tuple[Any, ...], dict[int, int]] | None:
-    """Run one problem's contexts: the first mismatch, else the largest context's batch for the rerun."""
+    """Run one problem's contexts: the first mismatch, else the largest context's batch for the rerun.
+
+    ``reference`` holds the targets' batch-1 outputs in target order; a context tracks the target and
+    its first witnesses, so their reference is a prefix of it.
+    """
     n_witness = len(targets) - 1
     largest: tuple[BIContext, tuple[Any, ...], dict[int, int]] | None = None
     for ctx in contexts:
         b = ctx.batch_size
         pos = ctx.resolved_position()
-        # Witnesses go to distinct random slots other than the target's.
-        free = [i for i in range(b) if i != pos]
-        perm = torch.randperm(len(free), generator=gen).tolist()
-        slots = {0: pos}
-        for w in range(1, min(n_witness, len(free)) + 1):
-            slots[w] = free[perm[w - 1]]
-        by_slot = {slot: t for t, slot in slots.items()}
-        mates = iter(task.samples(problem, gen, b - len(slots), **ctx.params))
-        samples = [targets[by_slot[i]] if i in by_slot else next(mates) for i in range(b)]
+        with runner.phase("inputs"):
+            # Witnesses go to distinct random slots other than the target's.
+            free = [i for i in range(b) if i != pos]
+            perm = torch.randperm(len(free), generator=gen).tolist()
+            slots = {0: pos}
+            for w in range(1, min(n_witness, len(free)) + 1):
+                slots[w] = free[perm[w - 1]]
+            by_slot = {slot: t for t, slot in slots.items()}
+            mates = iter(task.samples(problem, gen, b - len(slots), **ctx.params))
+            samples = [targets[by_slot[i]] if i in by_slot else next(mates) for i in range(b)]
         args, out = runner.run(problem, samples, gen)
         done.append(ctx.name)
-        m = _first_mismatch(
-            task,
-            [(labels[t], ctx.describe() | {"position": slot}) for t, slot in slots.items()],
-            [alone[t] for t in slots],
-            [task.select(out, slot, args) for slot in slots.values()],
-        )
+        got = runner.select(out, list(slots.values()), args)
+        with runner.phase("compare"):
+            m = _first_mismatch(
+                task,
+                [(labels[t], ctx.describe() | {"position": slot}) for t, slot in slots.items()],
+                reference,
+                got,
+            )
         if m is not None:
             return m
         if largest is None or b > largest[0].batch_size:

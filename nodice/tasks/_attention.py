@@ -11,12 +11,13 @@ from the generator, so successive trials cover different layouts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import torch
 
 from nodice.tasks._scratch import scratch_budget
-from nodice.tasks.base import BIContext, Tolerance
+from nodice.tasks.base import BIContext, Output, Tolerance
 
 # The streaming-multiprocessor count of an H100/H200: split heuristics compare
 # batch·heads with it, so GPU contexts sit on both sides of it.
@@ -83,13 +84,15 @@ def cdiv(a: int, b: int) -> int:
 
 def scatter_pages(
     gen: torch.Generator, lengths: list[int], page: int, device: torch.device
-) -> tuple[int, torch.Tensor, list[torch.Tensor]]:
-    """A paged pool for requests of ``lengths``: (pool pages, block table, each request's token slots).
+) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """A paged pool for requests of ``lengths``: (pool pages, block table, every token's pool row).
 
     Each request gets its own pool pages drawn at random; spare pages are left for junk. Columns past
     a request's last page point at arbitrary pool pages, as a reused block table would, and a few
-    spare columns widen the table further. A request's token ``t`` lives at row ``slots[t]`` of the
-    pool viewed as ``[pool * page, …]``.
+    spare columns widen the table further. Token ``t`` of request ``i`` lives at row
+    ``rows[sum(lengths[:i]) + t]`` of the pool viewed as ``[pool * page, …]``: one index for the whole
+    batch, so that its tokens are placed with one copy per cache rather than one per request (each a
+    launch, and the index a host-to-device copy, on a GPU).
     """
     pages_per = [cdiv(n, page) for n in lengths]
     used = sum(pages_per)
@@ -97,15 +100,17 @@ def scatter_pages(
     slot_order = torch.randperm(pool, generator=gen)
     width = max(pages_per) + randint(gen, 0, 2)
     table = torch.randint(0, pool, (len(lengths), width), generator=gen, dtype=torch.int32)
-    token_slots = []
+    token_pages, token_offsets = [], []
     first = 0
     for i, n in enumerate(lengths):
         slots = slot_order[first : first + pages_per[i]]
         first += pages_per[i]
         table[i, : pages_per[i]] = slots.to(torch.int32)
         tok = torch.arange(n)
-        token_slots.append((slots[tok // page] * page + tok % page).to(device))
-    return pool, table.to(device), token_slots
+        token_pages.append(slots[tok // page])
+        token_offsets.append(tok % page)
+    rows = torch.cat(token_pages) * page + torch.cat(token_offsets)
+    return pool, table.to(device), rows.to(device)
 
 
 def choose(gen: torch.Generator, options: list[Any]) -> Any:
@@ -226,3 +231,33 @@ def context(label: str, batch: int, position: int, variant: dict[str, Any], **pa
     where = dict(positions(batch)).get(position, str(position))
     knobs = "".join(f",{k}={v}" for k, v in params.items())
     return BIContext(f"{label},batch={batch},{where}{knobs}", batch, position, {"variant": variant, **params})
+
+
+class PackedRows:
+    """``select`` for a packed ragged batch: sample ``i`` is rows ``cu_seqlens_q[i]:cu_seqlens_q[i + 1]``
+    of the output, the offsets being the kernel's fourth argument. They are read once however many
+    samples are asked for (a host synchronisation on a GPU)."""
+
+    name: str
+    packed_sample = "a sequence"
+
+    def select(
+        self, output: Output, index: int, args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        return self._packed_rows(output, [index], args)[0]
+
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        return self._packed_rows(output, indices, args)
+
+    def _packed_rows(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        if args is None:
+            raise ValueError(
+                f"{self.name}: {self.packed_sample}'s rows are found through cu_seqlens_q (pass args)"
+            )
+        o = output[0] if isinstance(output, tuple) else output
+        rows = list(pairwise(args[3].tolist()))
+        return [(o[rows[i][0] : rows[i][1]],) for i in indices]

@@ -143,14 +143,11 @@ class AttentionDecode(Task):
         d, dev, dtype = problem.dims, problem.device, problem.dtype
         page = d["page"]
         lengths = [int(s.meta["length"]) for s in samples]
-        pool, table, token_slots = scatter_pages(gen, lengths, page, dev)
+        pool, table, rows = scatter_pages(gen, lengths, page, dev)
         k_cache = randn((pool, page, d["Hkv"], d["D"]), gen, dev, dtype, scale=3.0)
         v_cache = randn((pool, page, d["Hkv"], d["D"]), gen, dev, dtype, scale=3.0)
-        k_tokens = k_cache.view(pool * page, d["Hkv"], d["D"])
-        v_tokens = v_cache.view(pool * page, d["Hkv"], d["D"])
-        for s, where in zip(samples, token_slots, strict=True):
-            k_tokens[where] = s.tensors["k"]
-            v_tokens[where] = s.tensors["v"]
+        k_cache.view(pool * page, d["Hkv"], d["D"])[rows] = torch.cat([s.tensors["k"] for s in samples])
+        v_cache.view(pool * page, d["Hkv"], d["D"])[rows] = torch.cat([s.tensors["v"] for s in samples])
         q = torch.stack([s.tensors["q"] for s in samples]).contiguous()
         seq_lens = torch.tensor(lengths, dtype=torch.int32, device=dev)
         return (q, k_cache, v_cache, table, seq_lens, problem.shared["sm_scale"])

@@ -25,6 +25,7 @@ import torch
 
 from nodice.tasks._attention import (
     ATTENTION_TOLERANCES,
+    PackedRows,
     attend,
     choose,
     context,
@@ -34,7 +35,6 @@ from nodice.tasks._attention import (
 )
 from nodice.tasks.base import (
     BIContext,
-    Output,
     Problem,
     Sample,
     Task,
@@ -128,7 +128,7 @@ def unpack(cu: torch.Tensor) -> list[tuple[int, int]]:
     return list(pairwise(cu.tolist()))
 
 
-class AttentionVarlen(Task):
+class AttentionVarlen(PackedRows, Task):
     name = "attention_varlen"
     family = "attention"
     signature = (
@@ -187,15 +187,6 @@ class AttentionVarlen(Task):
             problem.shared["causal"],
             problem.shared["sm_scale"],
         )
-
-    def select(
-        self, output: Output, index: int, args: tuple[Any, ...] | None = None
-    ) -> tuple[torch.Tensor, ...]:
-        if args is None:
-            raise ValueError("attention_varlen: a sequence's rows are found through cu_seqlens_q (pass args)")
-        o = output[0] if isinstance(output, tuple) else output
-        start, end = unpack(args[3])[index]
-        return (o[start:end],)
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         return [(args[0].shape, args[0].dtype)]

@@ -190,6 +190,17 @@ class Task(ABC):
         outs = output if isinstance(output, tuple) else (output,)
         return tuple(o[index] for o in outs)
 
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        """:meth:`select` for several samples of one batch, in the order of ``indices``.
+
+        A task that finds its samples through data on the device (a ragged batch's offsets)
+        overrides both, so that a batch's offsets are read once (one host synchronisation on a
+        GPU) rather than once per sample.
+        """
+        return [self.select(output, i, args) for i in indices]
+
     # ---- reference and correctness -----------------------------------------
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         """Shape and dtype of each output for ``args``; tasks override this with shape arithmetic.
@@ -285,9 +296,15 @@ def randn(
 ) -> torch.Tensor:
     """Normal random data (reproducible from ``gen``), never exactly zero."""
     g = device_generator(gen, device)
-    t = torch.randn(shape, generator=g, device=device, dtype=torch.float32) * scale + shift
+    t = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+    # In place, and skipping a multiplication by one or an addition of zero: the same bits with
+    # fewer launches and allocations (a zero's sign does not matter, zeros are replaced below).
+    if scale != 1.0:
+        t.mul_(scale)
+    if shift != 0.0:
+        t.add_(shift)
     # An exact zero hides unwritten outputs and wrong indexing: nudge it away.
-    t = torch.where(t == 0, torch.full_like(t, 1e-3), t)
+    t.masked_fill_(t == 0, 1e-3)
     return t.to(dtype=dtype)
 
 

@@ -128,6 +128,17 @@ class _DefinitionTask:
             return pick(output, index, args)  # type: ignore[no-any-return]
         return (*pick(output[0], index, args), *pick(output[1], index, args))
 
+    def select_many(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> list[tuple[torch.Tensor, ...]]:
+        pick = super().select_many  # type: ignore[misc]
+        if not self.adapter.judges_lse or not isinstance(output, tuple):
+            return pick(output, indices, args)  # type: ignore[no-any-return]
+        return [
+            (*o, *lse)
+            for o, lse in zip(pick(output[0], indices, args), pick(output[1], indices, args), strict=True)
+        ]
+
     # ---- the definition's reference ------------------------------------------------------
     @functools.cached_property
     def _reference_run(self) -> Callable[..., Any]:

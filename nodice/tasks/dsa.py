@@ -36,16 +36,21 @@ the same ``cum_seq_lens_q``); a kernel may ignore it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 import torch
 
-from nodice.tasks._attention import ATTENTION_TOLERANCES, choose, draw_sm_scale, positions, randint
+from nodice.tasks._attention import (
+    ATTENTION_TOLERANCES,
+    PackedRows,
+    choose,
+    draw_sm_scale,
+    positions,
+    randint,
+)
 from nodice.tasks._scratch import row_chunks
 from nodice.tasks.base import (
     BIContext,
-    Output,
     Problem,
     Sample,
     Task,
@@ -176,7 +181,7 @@ _GPU_CONTEXTS: _Plan = [
 ]
 
 
-class SparseMLA(Task):
+class SparseMLA(PackedRows, Task):
     name = "dsa"
     family = "attention"
     signature = (
@@ -191,6 +196,7 @@ class SparseMLA(Task):
     )
     output_names = ("o",)
     arity = 6
+    packed_sample = "a request"
 
     def problem(
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
@@ -247,15 +253,6 @@ class SparseMLA(Task):
         q = torch.cat([s.tensors["q"] for s in samples]).contiguous()
         cu = cu_seqlens([int(s.meta["rows"]) for s in samples], dev)
         return (q, kv_cache, torch.cat(indices).contiguous(), cu, problem.shared["sm_scale"], d["d_v"])
-
-    def select(
-        self, output: Output, index: int, args: tuple[Any, ...] | None = None
-    ) -> tuple[torch.Tensor, ...]:
-        if args is None:
-            raise ValueError("dsa: a request's rows are found through cu_seqlens_q (pass args)")
-        o = output[0] if isinstance(output, tuple) else output
-        start, end = list(pairwise(args[3].tolist()))[index]
-        return (o[start:end],)
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
         q, d_v = args[0], int(args[5])

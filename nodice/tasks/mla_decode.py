@@ -186,13 +186,11 @@ class MlaDecode(Task):
         d, dev, dtype = problem.dims, problem.device, problem.dtype
         page = d["page"]
         lengths = [int(s.meta["length"]) for s in samples]
-        pool, table, token_slots = scatter_pages(gen, lengths, page, dev)
+        pool, table, rows = scatter_pages(gen, lengths, page, dev)
         ckv_cache = randn((pool, page, CKV_DIM), gen, dev, dtype, scale=3.0)
         kpe_cache = randn((pool, page, KPE_DIM), gen, dev, dtype, scale=3.0)
-        ckv_tokens, kpe_tokens = ckv_cache.view(pool * page, CKV_DIM), kpe_cache.view(pool * page, KPE_DIM)
-        for s, where in zip(samples, token_slots, strict=True):
-            ckv_tokens[where] = s.tensors["ckv"]
-            kpe_tokens[where] = s.tensors["kpe"]
+        ckv_cache.view(pool * page, CKV_DIM)[rows] = torch.cat([s.tensors["ckv"] for s in samples])
+        kpe_cache.view(pool * page, KPE_DIM)[rows] = torch.cat([s.tensors["kpe"] for s in samples])
         q_nope = torch.stack([s.tensors["q_nope"] for s in samples]).contiguous()
         q_pe = torch.stack([s.tensors["q_pe"] for s in samples]).contiguous()
         seq_lens = torch.tensor(lengths, dtype=torch.int32, device=dev)

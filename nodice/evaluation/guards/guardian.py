@@ -61,6 +61,7 @@ class Guardian:
         self._census_at_load = background_thread.ThreadCensus(native=True)
         # Taken before the candidate is imported: everything after is the candidate's doing.
         self.harness = harness_tampering.HarnessSnapshot.take()
+        self.hot_check = harness_tampering.HotCheck(self.harness)
 
     # ---- verdicts ------------------------------------------------------------
     def fail(self, rule: str, detail: str) -> NoReturn:
@@ -70,7 +71,10 @@ class Guardian:
         raise exc
 
     def check_harness(self, when: str, hot: bool = False) -> None:
-        changes = self.harness.changes(harness_tampering.HarnessSnapshot.take(hot=hot))
+        if hot:
+            changes = self.hot_check.changes()
+        else:
+            changes = self.harness.changes(harness_tampering.HarnessSnapshot.take())
         if changes:
             self.fail(harness_tampering.RULE, f"{when}: " + "; ".join(changes[:3]))
 

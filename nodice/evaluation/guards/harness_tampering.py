@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import operator
 import sys
 import threading
 import time
@@ -274,4 +275,84 @@ class HarnessSnapshot:
         for key in later.entries.keys() - self.entries.keys():
             if any(key.startswith(c + ".") for c in _WATCHED_CLASSES):
                 changed.append(f"{key} added")
+        return changed
+
+
+# ---- the check after every call, cheap while nothing moves ------------------------------
+
+# What one hot snapshot reads, held as the objects themselves: per container (module or class), the
+# container, its attribute names and their values; then the trace hooks and timers.
+_HotState = list[tuple[Any, tuple[Any, ...], tuple[Any, ...]]]
+
+
+def _same_objects(live: Any, held: tuple[Any, ...]) -> bool:
+    """``live`` (a dict view, iterated once) holds exactly the objects of ``held``, in its order."""
+    return len(live) == len(held) and all(map(operator.is_, live, held))
+
+
+class HotCheck:
+    """``baseline.changes(HarnessSnapshot.take(hot=True))``, without its cost while nothing moved.
+
+    That comparison formats a key for each of ~500 entries and walks the whole baseline (thousands
+    of entries, more with every library loaded): half a millisecond or more on every kernel call,
+    most of a GPU gate's dynamic stage. Here the objects a hot snapshot reads (the hot modules' and
+    watched classes' attributes, the ``nodice.gate`` modules' globals, the trace hooks and timers)
+    are first compared by identity with the state the full comparison last found clean. Only when
+    one differs does the full comparison run, and it alone decides, so verdicts and their wording
+    are unchanged.
+    """
+
+    def __init__(self, baseline: HarnessSnapshot):
+        self.baseline = baseline
+        # The gate's modules when the baseline was taken; one imported later has no baseline entries.
+        self._gate_modules = sorted(n for n in list(sys.modules) if n.startswith("nodice.gate."))
+        self._clean: _HotState | None = None
+        self.full_checks = 0
+
+    def _containers(self) -> list[Any]:
+        found: list[Any] = [sys.modules.get(name) for name in _HOT_MODULES]
+        found += [_resolve(name) for name in _WATCHED_CLASSES]
+        found += [sys.modules.get(name) for name in self._gate_modules]
+        return found
+
+    @staticmethod
+    def _hooks() -> tuple[Any, ...]:
+        return (
+            sys.gettrace(),
+            sys.getprofile(),
+            getattr(threading, "_trace_hook", None),
+            time.perf_counter,
+            builtins.__import__,
+        )
+
+    def _state(self) -> _HotState:
+        state: _HotState = []
+        for c in self._containers():
+            attrs = vars(c) if c is not None else {}
+            state.append((c, tuple(attrs), tuple(attrs.values())))
+        state.append((None, (), self._hooks()))
+        return state
+
+    def _unchanged_since(self, state: _HotState) -> bool:
+        live = [*self._containers(), None]
+        if len(live) != len(state):
+            return False
+        for c, (held, names, values) in zip(live, state, strict=True):
+            if c is not held:
+                return False
+            if c is not None:
+                attrs = vars(c)
+                if not (_same_objects(attrs, names) and _same_objects(attrs.values(), values)):
+                    return False
+        return _same_objects(self._hooks(), state[-1][2])
+
+    def changes(self) -> list[str]:
+        if self._clean is not None and self._unchanged_since(self._clean):
+            return []
+        self.full_checks += 1
+        before = self._state()
+        changed = self.baseline.changes(HarnessSnapshot.take(hot=True))
+        # Remembered only if nothing moved while the full comparison ran.
+        if not changed and self._unchanged_since(before):
+            self._clean = before
         return changed
