@@ -1,37 +1,22 @@
-"""CLI commands of the evolution capability: ``evolve``, ``report`` and ``run eval|commit|status|…``.
-
-``nodice run …`` is how an external coding agent (``--agent cmd:…``) works
-inside a run: it finds the run from ``--run-dir``, ``NODICE_RUN_DIR`` or the
-current folder, and goes through the same gate and commit rule as every agent.
-"""
+"""CLI commands of the evolution capability: ``evolve``, ``report``, ``compare``; ``nodice run …``
+(how an external coding agent works inside a run) is in :mod:`nodice.evolution.run_commands`."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
 from nodice.errors import NodiceError
-from nodice.gate.result import EXIT_ERROR, EXIT_PASS, EXIT_REJECTED
+from nodice.gate.result import EXIT_ERROR
 
 if TYPE_CHECKING:
-    from nodice.evolution.session import RunSession
+    pass
 
 out = Console()
 err = Console(stderr=True)
-
-run_app = typer.Typer(
-    no_args_is_help=True,
-    help="Work inside a run (for external agents): evaluate, commit, status, lineage, knowledge.",
-)
-
-RunDirOption = Annotated[
-    Path | None, typer.Option("--run-dir", help="the run (default: NODICE_RUN_DIR or the current folder)")
-]
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
@@ -259,186 +244,9 @@ def compare(
         out.print(f"json: {json_file}", highlight=False, soft_wrap=True)
 
 
-# ---- nodice run … -----------------------------------------------------------------
-def _find_run(run_dir: Path | None) -> Path:
-    if run_dir is not None:
-        return run_dir
-    if os.environ.get("NODICE_RUN_DIR"):
-        return Path(os.environ["NODICE_RUN_DIR"])
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "run.json").is_file():
-            return folder
-    _fail("not inside a run: pass --run-dir or set NODICE_RUN_DIR")
-
-
-def _open_session(run_dir: Path | None) -> RunSession:
-    from nodice.evaluation.executor import ExecutorConfig
-    from nodice.evolution.rundir import RunDir
-    from nodice.evolution.session import RunSession
-
-    # Set by `nodice evolve` for the agent command it launches: its island, where to evaluate.
-    island = os.environ.get("NODICE_ISLAND", "")
-    run = RunDir(_find_run(run_dir), island=int(island) if island.isdigit() else None)
-    if not run.exists():
-        _fail(f"{run.root} is not a nodice run")
-    kind = os.environ.get("NODICE_EXECUTOR", "local")
-    address = os.environ.get("NODICE_RAY_ADDRESS") if kind == "ray" else None
-    try:
-        executor = ExecutorConfig(kind, 1, address).validate()
-        return RunSession(run, run.load_config(), executor=executor)
-    except NodiceError as exc:
-        _fail(exc.line())
-
-
-def _agent_name() -> str:
-    return "cmd" if os.environ.get("NODICE_PROMPT_FILE") else "user"
-
-
-@run_app.command("eval")
-def run_eval(
-    run_dir: RunDirOption = None,
-    gate: Annotated[bool, typer.Option("--gate", help="the gate only, without the benchmark")] = False,
-    message: Annotated[str, typer.Option("-m", "--message", help="what this edit tries")] = "",
-) -> None:
-    """Evaluate the workspace: gate verdict, diagnostics, per-workload scores, commit eligibility."""
-    session = _open_session(run_dir)
-    try:
-        attempt = session.evaluate(
-            agent=_agent_name(), label="nodice run eval", description=message, bench=not gate
-        )
-    except NodiceError as exc:
-        _fail(exc.line())
-    finally:
-        session.close()
-    print(f"attempt #{attempt.id}\n{attempt.feedback}")
-    raise typer.Exit(EXIT_PASS if attempt.verdict == "pass" else EXIT_REJECTED)
-
-
-@run_app.command("commit")
-def run_commit(
-    message: Annotated[str, typer.Option("-m", "--message", help="what changed and why it is faster")],
-    run_dir: RunDirOption = None,
-) -> None:
-    """Commit the workspace as a new version if it passes the gate and is at least as fast as the best."""
-    session = _open_session(run_dir)
-    try:
-        result = session.commit(agent=_agent_name(), description=message)
-    except NodiceError as exc:
-        _fail(exc.line())
-    finally:
-        session.close()
-    print(result.message)
-    raise typer.Exit(EXIT_PASS if result.committed else EXIT_REJECTED)
-
-
-@run_app.command("status")
-def run_status(
-    run_dir: RunDirOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-) -> None:
-    """Best version, evaluations and budget, rejections, the supervisor's current direction."""
-    from nodice.evolution.directions import direction
-    from nodice.evolution.scores import standing_text
-
-    session = _open_session(run_dir)
-    try:
-        versions = session.versions()
-        interventions = session.journal.interventions()
-        current = interventions[-1].chosen if interventions else ""
-        status = {
-            "task": session.config.task,
-            "device": session.config.device,
-            "bi": session.config.bi,
-            "evaluations": session.evaluations_done(),
-            "evaluations_left": session.evaluations_left(),
-            "versions": len(versions),
-            "best": versions[-1].to_dict() if versions else None,
-            "rejections": session.journal.rejections_by_reason(),
-            "direction": current,
-            "direction_text": direction(current).text if current else "",
-            "islands": _island_counts(session),
-        }
-    finally:
-        session.close()
-    if as_json:
-        print(json.dumps(status, indent=2))
-        return
-    best: dict[str, Any] | None = status["best"]  # type: ignore[assignment]
-    mode = "" if status["bi"] else " (vanilla: commits need correctness and speed only)"
-    print(f"task {status['task']} on {status['device']}{mode}")
-    print(f"evaluations: {status['evaluations']}, left: {status['evaluations_left']}")
-    if best:
-        standing = standing_text(best["geomean"], best.get("unit"), best.get("ratio_best"))
-        print(f"best: v{best['version']} geomean {standing} — {best['description']}")
-    print(f"rejections: {status['rejections'] or 'none'}")
-    if current:
-        print(f"direction: {current} — {status['direction_text']}")
-    for number, counts in status["islands"].items():  # type: ignore[attr-defined]
-        print(f"island {number}: {counts['evaluations']} evaluations, {counts['commits']} commits")
-
-
-def _island_counts(session: RunSession) -> dict[str, dict[str, int]]:
-    """Evaluations and commits of each island, when several agents shared the lineage."""
-    done = session.journal.count_by_island()
-    commits: dict[int, int] = {}
-    for v in session.versions():
-        if v.island is not None:
-            commits[v.island] = commits.get(v.island, 0) + 1
-    return {
-        str(k): {"evaluations": done.get(k, 0), "commits": commits.get(k, 0)}
-        for k in sorted(set(done) | set(commits))
-    }
-
-
-@run_app.command("lineage")
-def run_lineage(run_dir: RunDirOption = None) -> None:
-    """Committed versions with their scores, oldest first."""
-    from nodice.evolution.knowledge import KnowledgeBase
-    from nodice.evolution.tools import AgentTools
-
-    session = _open_session(run_dir)
-    try:
-        print(AgentTools(session, KnowledgeBase([]), _agent_name()).list_lineage())
-    finally:
-        session.close()
-
-
-@run_app.command("show")
-def run_show(
-    version: Annotated[int, typer.Argument(help="version number")],
-    run_dir: RunDirOption = None,
-    diff: Annotated[bool, typer.Option(help="the diff against the previous version")] = False,
-) -> None:
-    """The source of a committed version, or its diff."""
-    from nodice.evolution.knowledge import KnowledgeBase
-    from nodice.evolution.tools import AgentTools
-
-    session = _open_session(run_dir)
-    try:
-        text = AgentTools(session, KnowledgeBase([]), _agent_name()).show_version(version, diff)
-    finally:
-        session.close()
-    if text.startswith("error:"):
-        _fail(text.removeprefix("error: "))
-    print(text)
-
-
-@run_app.command("search")
-def run_search(
-    query: Annotated[list[str], typer.Argument(help="keywords")],
-    run_dir: RunDirOption = None,
-) -> None:
-    """Search the knowledge base (the starter set and the run's --knowledge folders)."""
-    from nodice.evolution.knowledge import KnowledgeBase
-
-    session = _open_session(run_dir)
-    folders = [Path(d) for d in session.config.knowledge_dirs]
-    session.close()
-    print(KnowledgeBase(folders).render_search(" ".join(query), k=3))
-
-
 def register(app: typer.Typer) -> None:
+    from nodice.evolution.run_commands import run_app
+
     app.command()(evolve)
     app.command()(report)
     app.command()(compare)
