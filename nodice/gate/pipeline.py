@@ -119,7 +119,7 @@ def check(
             result.findings = findings + unresolved
             # Choices between algorithms that running both sides can settle go to the dynamic stage;
             # any other violation (or a gate without that stage) rejects here.
-            pending = [f for f in findings if confirmable(f)] if correctness and dynamic else []
+            pending = [f for f in findings if confirmable(f)] if dynamic else []
             settle = bool(findings) and len(pending) == len(findings)
             verdict: StageVerdict = (
                 "unresolved" if settle or (unresolved and not findings) else "reject" if findings else "pass"
