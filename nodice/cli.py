@@ -56,7 +56,7 @@ def render_result(r: CheckResult, console: Console = out) -> None:
         )
         for step in f.path:
             console.print(f"      {step}", markup=False, highlight=False)
-        if f.guidance:
+        if f.guidance and f.severity != "cleared":  # a cleared finding needs no repair
             console.print(f"      fix: {f.guidance}", markup=False, highlight=False)
     if r.mismatch is not None:
         m = r.mismatch

@@ -248,3 +248,6 @@ def test_handler_side_is_watched_through_the_cli(tmp_path: Path) -> None:
     assert out["stages"]["branches"]["verdict"] == "pass"
     assert out["findings"][0]["severity"] == "cleared"
     assert out["findings"][0]["branch"]["kind"] == "try"
+    # In the text form a cleared finding is shown as such, without a repair to make.
+    text = run_cli("check", str(p), "--task", "rmsnorm", "--device", "cpu", "--seed", "2")
+    assert text.returncode == 0 and "[cleared]" in text.stdout and "fix:" not in text.stdout

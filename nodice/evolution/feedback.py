@@ -23,7 +23,7 @@ def describe_check(check: CheckResult) -> list[str]:
             f"  finding [{f.severity}] {f.file}:{f.line} {f.mechanism} -> {f.protected}: {f.message}"
         )
         lines.extend(f"      via {step}" for step in f.path[:6])
-        if f.guidance:
+        if f.guidance and f.severity != "cleared":
             lines.append(f"      repair: {f.guidance}")
     if len(check.findings) > 6:
         lines.append(f"  ... and {len(check.findings) - 6} more findings")
