@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from nodice.gate.branches import BranchWatch, confirmable
-from nodice.gate.pipeline import check
+from nodice.gate.pipeline import SEARCH_ROUNDS, SETTLE_ROUNDS, check
 from nodice.gate.static import run_static
 from nodice.tasks import get_task
 from tests.conftest import run_cli
@@ -217,6 +217,8 @@ def test_equal_sides_are_cleared_by_the_full_gate(tmp_path: Path) -> None:
     assert r.stage("branches").verdict == "pass"  # type: ignore[union-attr]
     assert [f.severity for f in r.findings] == ["cleared"]
     assert any("cleared: both sides" in n for n in r.notes)
+    # Cleared on more evidence than a plain pass: the settling rounds ran too.
+    assert r.stage("dynamic").stats["rounds"] == 1 + SETTLE_ROUNDS  # type: ignore[union-attr]
 
 
 def test_different_sides_are_rejected_with_the_mismatch(tmp_path: Path) -> None:
@@ -236,7 +238,8 @@ def test_a_side_that_never_ran_keeps_the_finding(tmp_path: Path) -> None:
     branches = r.stage("branches")
     assert branches is not None and branches.verdict == "reject"
     dyn = r.stage("dynamic")
-    assert dyn is not None and dyn.stats["rounds"] == 3  # the extra rounds looked for it
+    # The settling rounds, then the rounds that look for a side not yet run.
+    assert dyn is not None and dyn.stats["rounds"] == 1 + SETTLE_ROUNDS + SEARCH_ROUNDS
 
 
 def test_handler_side_is_watched_through_the_cli(tmp_path: Path) -> None:

@@ -212,11 +212,13 @@ def validate(
     dtype: torch.dtype,
     seed: int,
     contexts: list[BIContext] | None = None,
+    witnesses: int | None = None,
 ) -> DynamicReport:
+    """``witnesses``: at least that many witness samples (more evidence than the task's default)."""
     runner = _Runner(task, fn, candidate, device)
     gen = torch.Generator().manual_seed(seed)
     contexts = task.contexts(device) if contexts is None else contexts
-    n_witness = task.witnesses(device)
+    n_witness = max(task.witnesses(device), witnesses or 0)
     labels = ["target"] + [f"witness {i}" for i in range(1, n_witness + 1)]
     done: list[str] = []
 

@@ -33,6 +33,8 @@ def _probe_dtypes(
     dtype: torch.dtype,
     seed: int,
     result: CheckResult,
+    witnesses: int | None = None,
+    notes: bool = True,
 ) -> Mismatch | None:
     """Dynamic validation again in the task's probe dtypes; a kernel that rejects a dtype is skipped."""
     for probe in t.probe_dtypes(dev):
@@ -40,20 +42,27 @@ def _probe_dtypes(
             continue
         name = str(probe).removeprefix("torch.")
         try:
-            rep = validate(t, fn, path, dev, probe, seed)
+            rep = validate(t, fn, path, dev, probe, seed, witnesses=witnesses)
         except NodiceError as exc:
-            result.notes.append(f"{name} probe skipped: the kernel does not run in {name} ({exc.line()})")
+            if notes:
+                result.notes.append(f"{name} probe skipped: the kernel does not run in {name} ({exc.line()})")
             continue
         if rep.mismatch is not None:
             rep.mismatch.context["dtype"] = name
             return rep.mismatch
-        result.notes.append(f"{name} probe: no mismatch in {rep.contexts_run} contexts")
+        if notes:
+            result.notes.append(f"{name} probe: no mismatch in {rep.contexts_run} contexts")
     return None
 
 
-# Extra rounds of dynamic validation (fresh problems and batchmates, in the storage dtype) while
-# a watched branch has a side that has not run.
+# Clearing a static finding takes more evidence than a plain pass: after the usual round, two
+# more (fresh problems, batchmates and seeds, at least SETTLE_WITNESSES tracked witnesses, every
+# probe dtype), and up to SEARCH_ROUNDS more while a watched side has not run. A violating choice
+# that one round misses (a fast path whose bits differ only for some batchmates) is caught by one
+# of them; a violating candidate stops at its first mismatch, so only a cleared one pays for all.
 SETTLE_ROUNDS = 2
+SEARCH_ROUNDS = 2
+SETTLE_WITNESSES = 8
 
 
 def _settle(watch: BranchWatch, result: CheckResult) -> None:
@@ -193,11 +202,14 @@ def check(
                 "kernel_ms": round(drep.kernel_ms, 3),
             }
             rounds = 1
-            while watch is not None and watch.uncovered() and mm is None and drep.mismatch is None:
-                if rounds > SETTLE_ROUNDS:
+            while watch is not None and mm is None and drep.mismatch is None:
+                if rounds > SETTLE_ROUNDS + (SEARCH_ROUNDS if watch.uncovered() else 0):
                     break
-                # A watched side has not run: more evidence, from fresh problems and batchmates.
-                drep = validate(t, fn, cand.path, dev, dtype, seed + rounds)
+                drep = validate(t, fn, cand.path, dev, dtype, seed + rounds, witnesses=SETTLE_WITNESSES)
+                if drep.mismatch is None:
+                    mm = _probe_dtypes(
+                        t, fn, cand.path, dev, dtype, seed + rounds, result, SETTLE_WITNESSES, notes=False
+                    )
                 rounds += 1
                 stats["contexts"] += drep.contexts_run
                 stats["kernel_calls"] += drep.kernel_calls
