@@ -39,17 +39,10 @@ cp "${LABELS_IN:-$POOL/labels.json}" "$OUT/labels.json"
 [ -n "${PROGRESS_IN:-}" ] && cp "$PROGRESS_IN" "$OUT/detector.jsonl"
 touch "$OUT/detector.jsonl"
 
-# The candidates still without a current label for this device.
-mapfile -t todo < <(python3 bench/gpu/detector_todo.py --pool "$POOL" --labels "$OUT/labels.json" \
-  --device "$DEVICE" "${task_args[@]}")
-echo "oracle: ${#todo[@]} candidates to label on $DEVICE" | tee "$OUT/label.log"
-if [ "${#todo[@]}" -gt 0 ]; then
-  cand_args=()
-  for k in "${todo[@]}"; do cand_args+=(--candidate "$k"); done
-  timeout "$LABEL_S" python3 -m nodice bench label --device "$DEVICE" --pool "$POOL" --out "$OUT/labels.json" \
-    --jobs "$JOBS" --timeout "$TIMEOUT" "${cand_args[@]}" >>"$OUT/label.log" 2>&1
-  echo "oracle: exit status $? (124: stopped by its share of BUDGET; labels so far are saved)" | tee -a "$OUT/label.log"
-fi
+# The oracle labels the candidates still without a current label for this device.
+timeout "$LABEL_S" python3 -m nodice bench label --device "$DEVICE" --pool "$POOL" --out "$OUT/labels.json" \
+  --missing --jobs "$JOBS" --timeout "$TIMEOUT" "${task_args[@]}" >"$OUT/label.log" 2>&1
+echo "oracle: exit status $? (124: stopped by its share of BUDGET; labels so far are saved)" | tee -a "$OUT/label.log"
 
 left=$((BUDGET - ($(date +%s) - start) - 15))
 if [ "$left" -gt 30 ]; then

@@ -164,6 +164,13 @@ def label(
     limit: LimitOpt = None,
     jobs: JobsOpt = 1,
     timeout: Annotated[float, typer.Option(help="seconds per candidate")] = 1800.0,
+    missing: Annotated[
+        bool,
+        typer.Option(
+            "--missing",
+            help="only the candidates without a current label for the device (resumes a stopped run)",
+        ),
+    ] = False,
 ) -> None:
     """Label the pool with the brute-force oracle on one device (other devices' labels are kept)."""
     from nodice.bench.detector.labeling import label_pool
@@ -184,6 +191,7 @@ def label(
             jobs=jobs,
             timeout_s=timeout,
             on_done=progress,
+            missing=missing,
         )
     except NodiceError as exc:
         _fail(exc.line())

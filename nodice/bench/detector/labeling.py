@@ -41,10 +41,13 @@ def label_pool(
     jobs: int = 1,
     timeout_s: float = 1800.0,
     on_done: Callable[[str, OracleLabel], None] | None = None,
+    missing: bool = False,
 ) -> Pool:
     """Fresh ``device`` labels for the selected candidates (others keep theirs), saved as each one lands.
 
-    Saving after every candidate means a long run that is stopped keeps what it finished.
+    Saving after every candidate means a long run that is stopped keeps what it finished; with
+    ``missing``, only the candidates without a current label for ``device`` are labeled, so a run
+    started again goes on where the stopped one was.
     """
     specs = [s for s in load_manifest(root) if s.task in available()]
     target = labels or root / LABELS_FILE
@@ -62,6 +65,8 @@ def label_pool(
     pool = Pool(root, list(entries.values()), dict(before.oracle) if before else {})
     pool.oracle[device] = _provenance(device, specs)
     chosen = [s for s in specs if (not tasks or s.task in tasks) and (not keys or s.key in keys)]
+    if missing:
+        chosen = [s for s in chosen if entries[s.key].label(device) is None]
     chosen = chosen[:limit] if limit is not None else chosen
     job_list = [
         (
