@@ -141,13 +141,12 @@ def check(
                     f"{len(pending)} batch-dependent choice(s) between algorithms: dynamic validation "
                     "must run both sides with every tracked sample's bits unchanged"
                 )
+                watch = BranchWatch(pending, p)
             result.stages.append(StageResult("static", verdict, _ms(t0), detail, counts))
             if findings and not settle:
                 result.verdict = "bi_violation"
                 result.reason = f"static: {findings[0].message}"
                 return result
-            if settle:
-                watch = BranchWatch(pending, p)
 
         if not (correctness or dynamic):
             return result
