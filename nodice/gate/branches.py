@@ -156,10 +156,6 @@ def is_watch_tracer(fn: object) -> bool:
     )
 
 
-def _real(path: str) -> str:
-    return os.path.realpath(path)
-
-
 class BranchWatch:
     """The watches of one candidate's findings, and the tracer that feeds them."""
 
@@ -170,7 +166,7 @@ class BranchWatch:
             b = f.branch or {}
             shown = str(b.get("file", ""))
             target = Path(candidate) if shown == str(candidate) else folder / shown
-            self.watches.append(Watch(f, _real(str(target))))
+            self.watches.append(Watch(f, os.path.realpath(str(target))))
         self._by_key: dict[tuple[str, int], list[Watch]] = {}
         for w in self.watches:
             self._by_key.setdefault((w.branch["function"], int(w.branch["first_line"])), []).append(w)
@@ -181,7 +177,7 @@ class BranchWatch:
         hit = self._codes.get(code)
         if hit is None:
             near = self._by_key.get((code.co_name, code.co_firstlineno), [])
-            real = _real(code.co_filename) if near else ""
+            real = os.path.realpath(code.co_filename) if near else ""
             hit = self._codes[code] = [w for w in near if w.path == real]
         return hit
 
