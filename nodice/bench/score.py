@@ -81,6 +81,8 @@ class WorkloadScore:
     params: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Host lines of the candidate's file its checked call ran (when the evaluation asked for them).
+    lines_run: list[int] | None = None
     # Legacy records only: the speedup over the reference that was their score.
     speedup_vs_reference: float | None = None
     reference_ms: float | None = None
@@ -103,6 +105,8 @@ class WorkloadScore:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if self.lines_run is None:
+            d.pop("lines_run")
         if not self.is_legacy:
             d.pop("speedup_vs_reference")
             d.pop("reference_ms")

@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +36,7 @@ from nodice.errors import KernelCrashError
 from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
 from nodice.gate.execute import check_output, poison_allocator
+from nodice.gate.host_lines import HostLines
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task, Workload
 
@@ -261,19 +264,28 @@ def score_workload(
     dtype: torch.dtype,
     seed: int,
     session: BenchSession | None = None,
+    host_lines_of: Path | None = None,
 ) -> WorkloadScore:
-    """One entry of the score vector: the candidate (``checked`` once, ``raw`` timed) and the baselines."""
+    """One entry of the score vector: the candidate (``checked`` once, ``raw`` timed) and the baselines.
+
+    ``host_lines_of``: the candidate's file, whose host lines the checked call runs are recorded
+    in ``lines_run`` (nodice.gate.host_lines).
+    """
     session = session or session_for(task, device, dtype)
     args = workload_args(task, w, device, dtype, seed)
     ref = task.reference(*args)
     score = WorkloadScore(w.name, 0.0, unit=task.unit, params=dict(w.params))
     score.inputs = describe_inputs(task, args)
     own_rule = has_own_correctness(task)
+    lines = HostLines(host_lines_of) if host_lines_of is not None else None
     try:
-        out = _run_checked(task, checked, args, ref, device)
+        with lines.tracing() if lines is not None else nullcontext():
+            out = _run_checked(task, checked, args, ref, device)
     except KernelCrashError as exc:
         score.correct, score.detail = False, f"crashed: {exc}"
         return score
+    if lines is not None:
+        score.lines_run = sorted(lines.lines)
     ok, detail, _ = (True, "", 0.0) if own_rule else compare(task, out, ref, dtype)
     score.max_abs_error, score.max_rel_error = _errors(out, ref)
     if not ok:
@@ -308,13 +320,17 @@ def benchmark(
     workloads: list[Workload] | None = None,
     session: BenchSession | None = None,
     on_score: Callable[[WorkloadScore], None] | None = None,
+    host_lines_of: Path | None = None,
 ) -> list[WorkloadScore]:
-    """The score vector of a candidate that passed the gate (its kernel already loaded and guarded)."""
+    """The score vector of a candidate that passed the gate (its kernel already loaded and guarded).
+
+    ``host_lines_of``: record which lines of this file (the candidate's) each workload runs.
+    """
     chosen = task.bench_workloads(device) if workloads is None else workloads
     scores = []
     for w in chosen:
         progress.stage(f"bench:{w.name}")
-        s = score_workload(task, checked, raw, w, device, dtype, seed, session)
+        s = score_workload(task, checked, raw, w, device, dtype, seed, session, host_lines_of)
         scores.append(s)
         if on_score is not None:
             on_score(s)

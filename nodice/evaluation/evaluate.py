@@ -122,7 +122,8 @@ class Evaluator:
         ``guards=False`` skips the anti-cheat rules (and with them the benchmark, which runs the
         guarded kernel): for auditing existing kernels, which may wrap a library, for batch
         invariance alone. ``bench_options``: ``{"workloads": [names], "audit_baselines": bool,
-        "audits": {baseline: {"verdict", "detail", "s"}} (verdicts already measured), "ceilings": {...}}``.
+        "audits": {baseline: {"verdict", "detail", "s"}} (verdicts already measured), "ceilings": {...},
+        "host_lines": bool (record the candidate's host lines each workload runs, ``lines_run``)}``.
         """
         t0 = time.perf_counter()
         p = Path(path).expanduser().absolute()

@@ -159,7 +159,15 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
             scores = [
                 s.to_dict()
                 for s in benchmark(
-                    task, guardian.guarded, guardian.raw, device, dtype, seed, workloads, session
+                    task,
+                    guardian.guarded,
+                    guardian.raw,
+                    device,
+                    dtype,
+                    seed,
+                    workloads,
+                    session,
+                    host_lines_of=path if (job.get("bench_options") or {}).get("host_lines") else None,
                 )
             ]
             bench_meta = session.describe()

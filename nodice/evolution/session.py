@@ -280,7 +280,9 @@ class RunSession:
                 # The vanilla baseline judges correctness and speed only: no BI stage runs.
                 static=self.config.bi,
                 dynamic=self.config.bi,
-                bench_options={"workloads": list(self.config.workloads)} if self.config.workloads else None,
+                # The host lines each workload runs tell the built-in agent which parameters matter.
+                bench_options={"host_lines": True}
+                | ({"workloads": list(self.config.workloads)} if self.config.workloads else {}),
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)

@@ -21,6 +21,7 @@ import types
 from typing import Any
 
 from nodice.gate.branches import is_watch_tracer
+from nodice.gate.host_lines import is_host_lines_tracer
 
 RULE = "harness-tampering"
 DESCRIPTION = "patches timers, torch or the harness, or inspects the harness's frames"
@@ -222,9 +223,10 @@ def _nodice_entries(hot: bool) -> dict[str, Any]:
 
 
 def _trace_identity(fn: object) -> int:
-    """A trace function's identity, where the dynamic stage's branch watch counts as none: the
-    harness installs it around the calls it makes itself (nodice.gate.branches)."""
-    return id(None) if is_watch_tracer(fn) else id(fn)
+    """A trace function's identity, where the harness's own tracers count as none: it installs
+    them around calls it makes itself (the dynamic stage's branch watch, nodice.gate.branches;
+    the benchmark's host-line record, nodice.gate.host_lines)."""
+    return id(None) if is_watch_tracer(fn) or is_host_lines_tracer(fn) else id(fn)
 
 
 @dataclasses.dataclass

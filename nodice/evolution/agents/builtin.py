@@ -26,7 +26,7 @@ from typing import Any
 
 from nodice.evolution.agents.base import Agent, AgentContext, StepReport
 from nodice.evolution.agents.buckets import bucket_mutation, bucket_of
-from nodice.evolution.agents.mutations import ParamMutation, param_mutations
+from nodice.evolution.agents.mutations import ParamMutation, lines_run_of, param_mutations
 from nodice.evolution.agents.rewrites import CATALOG as REWRITES
 from nodice.evolution.journal import Attempt
 from nodice.evolution.rundir import KERNEL_FILE
@@ -149,7 +149,8 @@ class BuiltinAgent(Agent):
             if new is not None and new != source:
                 tags = {"rewrite", *(("batch_dependent",) if r.batch_dependent else ())}
                 out.append(Proposal(r.key, r.description, new, r.prior, frozenset(tags)))
-        singles = param_mutations(source)
+        # Only what the benchmarked path can reach: a parameter on a line no workload ran is noise.
+        singles = param_mutations(source, lines_run_of(best_scores))
         for m in singles:
             out.append(Proposal(m.key, m.description, m.source, _PARAM_PRIOR, _param_tags(m)))
         out.extend(self._combinations(source, singles))
@@ -269,9 +270,9 @@ class BuiltinAgent(Agent):
             source = files.get(KERNEL_FILE, "")
             exclude = frozenset(files_digest(c.files) for c in flying)
             attempt_no = session.evaluations_done() + len(flying)
-            for p in self.choose_many(
-                self.proposals(source, ctx.config.task), files, attempt_no, room, exclude
-            ):
+            best = session.best()
+            proposals = self.proposals(source, ctx.config.task, best.scores if best else None)
+            for p in self.choose_many(proposals, files, attempt_no, room, exclude):
                 session.start(
                     Candidate({**files, KERNEL_FILE: p.source}, self.name, p.key, p.description, True, True)
                 )

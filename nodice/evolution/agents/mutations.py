@@ -3,13 +3,22 @@
 The host code (everything outside ``@triton.jit`` functions) holds the numbers
 that shape a launch: ``num_warps=4``, ``BLOCK_H=…``, the cap in
 ``min(triton.next_power_of_2(hidden), 1024)``, module constants such as
-``ROWS_PER_PROGRAM = 4``. Each is found by the AST and changed in place in the
-source text, so the rest of the file keeps its formatting.
+``ROWS_PER_PROGRAM = 4`` or ``BLOCK_M = gl.constexpr(128)``, and the entries of
+module tables such as ``_TILES = {128: (128, 2), 64: (128, 3)}``. Each is found
+by the AST and changed in place in the source text, so the rest of the file
+keeps its formatting.
+
+When the benchmark recorded which host lines each workload ran
+(``lines_run``, nodice.gate.host_lines), :func:`live_sites` keeps only the
+parameters those lines can reach: a literal on a line that ran, or a module
+constant or table that such a line (or device code) reads. A fallback path the
+device never takes is left alone.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -28,7 +37,9 @@ class ParamSite:
     line: int
     col: int
     end_col: int
-    kind: str  # "kwarg" | "cap" | "constant" | "local"
+    kind: str  # "kwarg" | "cap" | "constant" | "local" | "table"
+    # The module name a "constant" or "table" site is read through (its liveness is the name's).
+    module_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ class ParamMutation:
             "cap": "tile cap",
             "constant": "constant",
             "local": "host choice",
+            "table": "table entry",
         }[self.site.kind]
         return f"{what} {self.site.name}: {self.site.value} -> {self.new_value}"
 
@@ -67,6 +79,18 @@ def _int_literal(node: ast.AST) -> int | None:
     return None
 
 
+def _unwrap_constexpr(node: ast.expr) -> ast.expr:
+    """``gl.constexpr(128)`` / ``tl.constexpr(128)`` → the literal inside."""
+    if (
+        isinstance(node, ast.Call)
+        and len(node.args) == 1
+        and not node.keywords
+        and ast.unparse(node.func).split(".")[-1] == "constexpr"
+    ):
+        return node.args[0]
+    return node
+
+
 def find_sites(source: str) -> list[ParamSite]:
     try:
         tree = ast.parse(source)
@@ -75,16 +99,31 @@ def find_sites(source: str) -> list[ParamSite]:
     device_lines = _jit_function_lines(tree)
     sites: list[ParamSite] = []
 
-    def add(name: str, node: ast.expr, kind: str) -> None:
+    def add(name: str, node: ast.expr, kind: str, module_name: str = "") -> None:
         # A literal, or each literal arm of a conditional (`8 if head_dim >= 64 else 4`).
         if isinstance(node, ast.IfExp):
-            add(name, node.body, kind)
-            add(name, node.orelse, kind)
+            add(name, node.body, kind, module_name)
+            add(name, node.orelse, kind, module_name)
             return
+        node = _unwrap_constexpr(node)
         value = _int_literal(node)
         if value is None or node.lineno in device_lines or node.lineno != node.end_lineno:
             return
-        sites.append(ParamSite(name, value, node.lineno, node.col_offset, node.end_col_offset or 0, kind))
+        sites.append(
+            ParamSite(name, value, node.lineno, node.col_offset, node.end_col_offset or 0, kind, module_name)
+        )
+
+    def add_table(name: str, table: ast.Dict) -> None:
+        # `_TILES = {128: (128, 2), ...}`: each integer of each entry, named by its key and place.
+        for key, value in zip(table.keys, table.values, strict=True):
+            if key is None:
+                continue
+            label = ast.unparse(key)
+            if isinstance(value, ast.Tuple):
+                for i, element in enumerate(value.elts):
+                    add(f"{name}[{label}][{i}]", element, "table", name)
+            else:
+                add(f"{name}[{label}]", value, "table", name)
 
     def tunable(name: str) -> bool:
         return name in _LIMITS or bool(_TUNABLE.search(name))
@@ -100,8 +139,11 @@ def find_sites(source: str) -> list[ParamSite]:
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             t, value = node.targets[0], node.value
             kind = "constant" if node.col_offset == 0 else "local"
-            if isinstance(t, ast.Name) and tunable(t.id) and (kind == "local" or t.id.isupper()):
-                add(t.id, value, kind)
+            if isinstance(t, ast.Name) and isinstance(value, ast.Dict) and kind == "constant":
+                if tunable(t.id):
+                    add_table(t.id, value)
+            elif isinstance(t, ast.Name) and tunable(t.id) and (kind == "local" or t.id.isupper()):
+                add(t.id, value, kind, t.id if kind == "constant" else "")
             elif isinstance(t, ast.Tuple) and isinstance(value, ast.Tuple) and len(t.elts) == len(value.elts):
                 for name, element in zip(t.elts, value.elts, strict=True):  # block_m, block_n = 128, 64
                     if isinstance(name, ast.Name) and tunable(name.id):
@@ -116,7 +158,7 @@ def _number_repeats(sites: list[ParamSite]) -> list[ParamSite]:
     for s in sites:
         seen[s.name] = seen.get(s.name, 0) + 1
         n = seen[s.name]
-        out.append(s if n == 1 else ParamSite(f"{s.name}#{n}", s.value, s.line, s.col, s.end_col, s.kind))
+        out.append(s if n == 1 else dataclasses.replace(s, name=f"{s.name}#{n}"))
     return out
 
 
@@ -130,7 +172,8 @@ def _assigned_name(tree: ast.Module, call: ast.Call) -> str | None:
 def neighbours(site: ParamSite) -> list[int]:
     base = site.name.split("#")[0]
     lo, hi = _LIMITS.get(base, _DEFAULT_LIMITS)
-    if base == "num_stages":
+    # Small table entries are counts (pipeline stages, warps per group): one step either way.
+    if base == "num_stages" or (site.kind == "table" and site.value <= 8):
         candidates = [site.value - 1, site.value + 1]
     else:
         candidates = [site.value * 2, site.value // 2]
@@ -148,10 +191,61 @@ def replace_literal(source: str, site: ParamSite, value: int | str) -> str:
     return "".join(lines)
 
 
-def param_mutations(source: str) -> list[ParamMutation]:
-    """Every single-parameter step (double, halve; ±1 for pipeline stages) of the host code."""
+def _names_read(tree: ast.Module) -> dict[str, set[int]]:
+    """Each name the module reads, with the lines it is read on."""
+    out: dict[str, set[int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.setdefault(node.id, set()).add(node.lineno)
+    return out
+
+
+def live_sites(source: str, sites: list[ParamSite], lines_run: set[int] | None) -> list[ParamSite]:
+    """The sites the recorded host lines can reach (all of them when nothing was recorded).
+
+    A literal on a host line counts if that line ran. A module constant or table counts if a line
+    that ran reads it, or if device code does (a JIT function's constants are read at compile
+    time, not run as Python).
+    """
+    if not lines_run:
+        return sites
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return sites
+    reads = _names_read(tree)
+    device = _jit_function_lines(tree)
+    out = []
+    for s in sites:
+        if s.module_name:
+            where = reads.get(s.module_name, set())
+            if where & lines_run or where & device:
+                out.append(s)
+        elif s.line in lines_run:
+            out.append(s)
+    return out
+
+
+def lines_run_of(scores: list[dict[str, object]] | None) -> set[int] | None:
+    """The host lines every workload of a score vector ran, or None unless each one recorded them."""
+    if not scores:
+        return None
+    lines: set[int] = set()
+    for s in scores:
+        ran = s.get("lines_run")
+        if not isinstance(ran, list):
+            return None
+        lines.update(int(x) for x in ran)
+    return lines or None
+
+
+def param_mutations(source: str, lines_run: set[int] | None = None) -> list[ParamMutation]:
+    """Every single-parameter step (double, halve; ±1 for pipeline stages) of the host code.
+
+    ``lines_run``: the host lines the benchmark ran; only the parameters they reach are stepped.
+    """
     out: list[ParamMutation] = []
-    for site in find_sites(source):
+    for site in live_sites(source, find_sites(source), lines_run):
         for value in neighbours(site):
             out.append(ParamMutation(site, value, replace_literal(source, site, value)))
     return out
