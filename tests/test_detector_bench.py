@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,10 @@ def test_label_and_benchmark_end_to_end(tmp_path: Path) -> None:
     for e in pool.entries:
         assert e.label("cpu") == e.spec.intended, (e.spec.key, e.labels["cpu"].reason)
         assert e.labels["cpu"].source_sha256
+        # How long the oracle took for each, in the labels and in its progress lines.
+        took = e.labels["cpu"].evidence["seconds"]
+        assert isinstance(took, float) and took >= 0
+    assert len(re.findall(r"\(\d+\.\d s\)", proc.stderr)) == len(pool.entries)
 
     out, md = tmp_path / "detector.json", tmp_path / "detector.md"
     proc = run_cli(

@@ -176,7 +176,9 @@ def label(
     from nodice.bench.detector.labeling import label_pool
 
     def progress(key: str, lab: OracleLabel) -> None:
-        err.print(f"{key}: {lab.label} — {lab.reason}", markup=False, highlight=False)
+        took = lab.evidence.get("seconds")
+        shown = f" ({took:.1f} s)" if isinstance(took, (int, float)) else ""
+        err.print(f"{key}: {lab.label} — {lab.reason}{shown}", markup=False, highlight=False)
 
     try:
         dev = _device(device)

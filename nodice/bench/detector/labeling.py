@@ -87,6 +87,8 @@ def label_pool(
             lab = OracleLabel("excluded", f"oracle worker: {o.error}", {}, entry.source_sha256)
         else:
             lab = OracleLabel(**{**o.result, "source_sha256": entry.source_sha256})
+        # How long the oracle took for it (a slow sweep on one device is worth seeing per candidate).
+        lab.evidence["seconds"] = round(o.seconds, 1)
         entry.labels[device] = lab
         save_atomically(pool, target)
         if on_done is not None:
