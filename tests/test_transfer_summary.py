@@ -52,6 +52,7 @@ def test_phase_b_starts_from_phase_as_best_and_the_summary_reads_both(tmp_path: 
     # B's only version is its seed: it reached A's ratio at once, or never.
     b_ratio = s["b"]["seed"]["ratio_best"]
     assert s["b_s_to_target"] == (0.0 if b_ratio >= s["target_ratio"] else None)
+    assert s["b_s_to_within"] == (0.0 if b_ratio >= s["target_ratio"] * (1 - s["within"]) else None)
 
 
 def test_the_gpu_script_is_valid_bash() -> None:

@@ -7,7 +7,8 @@ Phase A evolves the kernel on one set of workloads (the MHA layouts), phase B st
 and evolves it on another (the GQA layouts). The summary gives, per phase, the evaluations and
 commits, the seed's and the best version's geomean and ratio to the fastest baseline, and for B the
 wall time from its first evaluation to its best version and to the first version at least as close
-to the baselines as A's best was (None when B never got there): AVO's "transfer time".
+to the baselines as A's best was (None when B never got there): AVO's "transfer time"; and the
+same within the timing spread of one kernel (1 %), since A's best is itself one timed sample.
 """
 
 from __future__ import annotations
@@ -63,15 +64,29 @@ def phase(run_dir: Path) -> dict[str, Any]:
     }
 
 
+# Timing spread between evaluations of the same kernel (H200, attention prefill: about ±1 % on the
+# geomean): reaching A's ratio "within" it counts as reaching it, reported beside the strict figure.
+WITHIN = 0.01
+
+
+def _first_at(b: dict[str, Any], level: float | None) -> float | None:
+    if level is None:
+        return None
+    reached = (v["s"] for v in b["versions"] if v["ratio_best"] is not None and v["ratio_best"] >= level)
+    return next(reached, None)
+
+
 def summary(run_a: Path, run_b: Path) -> dict[str, Any]:
     a, b = phase(run_a), phase(run_b)
     target = (a["best"] or {}).get("ratio_best")
-    reached = None
-    if target is not None:
-        reached = next(
-            (v["s"] for v in b["versions"] if v["ratio_best"] is not None and v["ratio_best"] >= target), None
-        )
-    return {"a": a, "b": b, "target_ratio": target, "b_s_to_target": reached}
+    return {
+        "a": a,
+        "b": b,
+        "target_ratio": target,
+        "b_s_to_target": _first_at(b, target),
+        "within": WITHIN,
+        "b_s_to_within": _first_at(b, None if target is None else target * (1 - WITHIN)),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -81,7 +96,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 5 and argv[1] == "summary":
         out = summary(Path(argv[2]), Path(argv[3]))
         Path(argv[4]).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-        print(json.dumps({k: out[k] for k in ("target_ratio", "b_s_to_target")} | {
+        print(json.dumps({k: out[k] for k in ("target_ratio", "b_s_to_target", "b_s_to_within")} | {
             p: {k: out[p][k] for k in ("evaluations", "commits", "seed", "best")} for p in ("a", "b")
         }, indent=1))  # fmt: skip
         return 0
