@@ -136,7 +136,8 @@ def test_on_the_bundled_attention_only_the_hopper_paths_parameters_are_live() ->
     # The portable path's own call: the reverse.
     fallback = _function_lines(source, "kernel", "_hopper_path", "_portable_forward")
     live_cpu = {s.name for s in live_sites(source, sites, fallback)}
-    assert portable <= live_cpu  # (the table stays live: the path test reads it)
+    assert portable <= live_cpu
+    assert not tiles & live_cpu  # the path test (`head_dim in _TILES`) reads the keys only
 
 
 def test_table_entries_and_constexpr_constants_are_parameters() -> None:

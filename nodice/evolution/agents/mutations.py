@@ -192,10 +192,20 @@ def replace_literal(source: str, site: ParamSite, value: int | str) -> str:
 
 
 def _names_read(tree: ast.Module) -> dict[str, set[int]]:
-    """Each name the module reads, with the lines it is read on."""
+    """Each name the module reads, with the lines it is read on.
+
+    A membership test (``head_dim in _TILES``) reads a table's keys, not the values a site holds:
+    it does not count.
+    """
+    keys_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for op, right in zip(node.ops, node.comparators, strict=True):
+                if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, ast.Name):
+                    keys_only.add(id(right))
     out: dict[str, set[int]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in keys_only:
             out.setdefault(node.id, set()).add(node.lineno)
     return out
 
