@@ -223,6 +223,40 @@ def attention_gluon(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
+def attention_persistent(keep: Path | None, sweep: bool) -> int:
+    """The persistent Gluon forward (``attention_prefill_persistent.py``) at its pinned tiles, bf16,
+    host TMA descriptors over the flattened heads."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    mod = _load("attention_prefill_persistent")
+    fn = mod._attention_persistent
+    rows = mod.ROWS_PER_CONSUMER.value
+    fails = 0
+    for head_dim in sorted(mod._TILES, reverse=True):
+        block_n, stages = mod._TILES[head_dim]
+        q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], gl.bfloat16)
+        kv_layout = gl.NVMMASharedLayout.get_default_for([block_n, head_dim], gl.bfloat16)
+        q_desc = f"tensordesc<bf16[{rows}, {head_dim}],{q_layout!r}>"
+        kv_desc = f"tensordesc<bf16[{block_n}, {head_dim}],{kv_layout!r}>"
+        for causal in (False, True):
+            sig = {"q_desc": q_desc, "k_desc": kv_desc, "v_desc": kv_desc, "o_desc": q_desc}
+            sig |= {
+                "qk_scale": "fp32",
+                "seq_len": "i32",
+                "q_heads": "i32",
+                "group": "i32",
+                "num_tiles": "i32",
+            }
+            consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
+            for name in consts:
+                sig[name] = "constexpr"
+            src = GluonASTSource(fn, sig, constexprs=consts, attrs={})
+            label = f"attention_persistent D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
+            fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
+    return fails
+
+
 def gdn_chunked(keep: Path | None, sweep: bool) -> int:
     """The three kernels at Dk = Dv = 128 in bf16, under the candidate's pins (and the sweep's
     chunk, value blocks and warps with ``--sweep``)."""
@@ -392,6 +426,7 @@ CHECKS = {
     "attention_tma_ws": attention_tma_ws,
     "gemm_persistent_tma": gemm_persistent_tma,
     "attention_gluon": attention_gluon,
+    "attention_persistent": attention_persistent,
     "gdn_chunked": gdn_chunked,
     "gemm_splitk": gemm_splitk,
 }
