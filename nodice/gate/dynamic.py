@@ -69,8 +69,11 @@ def _scalar(t: torch.Tensor, index: list[int]) -> float:
 # else stays on the device: a context's tracked outputs are compared with their batch-1 bits as one
 # flat byte buffer (one ``torch.equal``, one synchronisation), the batch-1 side of it packed once per
 # problem, and the per-sample work of a mismatch report (``.cpu()``, ``nonzero``, ``.item()``) runs
-# only once a context is known to differ. On CPU little of this shows; on CUDA each tiny op is a
-# launch (~5 µs) and each read of a device value a round trip (~10-20 µs).
+# only once a context is known to differ. Nothing scales with the batch in host work either: a task
+# whose batch is rows places a context's rows with one index (``Task.compose_around``), and a task
+# whose samples sit on the outputs' first axis gives up the tracked ones with one indexing op per
+# output (``Task.select_stacked``), not a view per row. On CPU little of this shows; on CUDA each tiny
+# op is a launch (~5 µs) and each read of a device value a round trip (~10-20 µs).
 
 # Phases of the stage that ``DynamicReport.phases`` times (milliseconds; the rest is bookkeeping).
 PHASES = ("inputs", "kernel", "select", "compare")
@@ -112,9 +115,13 @@ class _Runner:
         self.calls += 1
         return args, out
 
-    def select(self, out: Any, slots: list[int], args: tuple[Any, ...]) -> list[tuple[torch.Tensor, ...]]:
+    def select(self, out: Any, slots: list[int], args: tuple[Any, ...]) -> _Packed:
+        """The outputs of the samples at ``slots``, copied into one pack (a kernel may reuse its buffers)."""
         with self.phase("select"):
-            return self.task.select_many(out, slots, args)
+            stacked = self.task.select_stacked(out, slots, args)
+            if stacked is not None:
+                return _Packed.of_stacked(stacked)
+            return _Packed.of(self.task.select_many(out, slots, args))
 
 
 def _compare(
@@ -165,6 +172,25 @@ class _Packed:
             ends.append(end)
         return cls(torch.cat([_raw_bytes(t) for o in outs for t in o]), layouts, ends)
 
+    @classmethod
+    def of_stacked(cls, outs: tuple[torch.Tensor, ...]) -> _Packed:
+        """Outputs stacked on a first axis (``Task.select_stacked``), packed with one copy at most."""
+        n = len(outs[0])
+        # Each output as ``[n, its bytes per sample]``: side by side, they are the samples in order.
+        rows = [t.reshape(n, t.numel() // n).view(torch.uint8) for t in outs]
+        data = rows[0] if len(rows) == 1 else torch.cat(rows, dim=1)
+        layout = tuple((t.shape[1:], t.dtype) for t in outs)
+        return cls(data.view(-1), [layout] * n, [data.shape[1] * (i + 1) for i in range(n)])
+
+    @classmethod
+    def join(cls, packs: list[_Packed]) -> _Packed:
+        """Several packs as one, their samples in order."""
+        ends, offset = [], 0
+        for p in packs:
+            ends += [offset + e for e in p.ends]
+            offset += p.ends[-1] if p.ends else 0
+        return cls(torch.cat([p.data for p in packs]), [lay for p in packs for lay in p.layouts], ends)
+
     def prefix(self, n: int) -> torch.Tensor:
         """The bytes of the first ``n`` samples (a view)."""
         return self.data[: self.ends[n - 1]]
@@ -184,7 +210,7 @@ def _first_mismatch(
     task: Task,
     tracked: list[tuple[str, dict[str, Any]]],
     expected: _Packed,
-    got: list[tuple[torch.Tensor, ...]],
+    got: _Packed,
 ) -> Mismatch | None:
     """Compare the tracked samples (the first ``len(tracked)`` of ``expected``) at once: one device
     sync; the first difference is located, sample by sample, only if there is one.
@@ -193,12 +219,10 @@ def _first_mismatch(
     once every sample's shapes match their batch-1 shapes.
     """
     n = len(tracked)
-    if [_layout(g) for g in got] == expected.layouts[:n] and torch.equal(
-        expected.prefix(n), _Packed.of(got).data
-    ):
+    if got.layouts == expected.layouts[:n] and torch.equal(expected.prefix(n), got.data):
         return None
-    for i, ((label, ctx), g) in enumerate(zip(tracked, got, strict=True)):
-        m = _compare(task, label, ctx, expected.sample(i), g)
+    for i, (label, ctx) in enumerate(tracked):
+        m = _compare(task, label, ctx, expected.sample(i), got.sample(i))
         if m is not None:
             return m
     return None
@@ -231,22 +255,19 @@ def validate(
             problem = task.problem(gen, device, dtype, **variant)
             targets = task.samples(problem, gen, 1 + n_witness)
         # Batch 1, twice: the reference bits, and whether the kernel is deterministic at all.
-        alone: list[tuple[torch.Tensor, ...]] = []
-        again: list[tuple[torch.Tensor, ...]] = []
+        alone: list[_Packed] = []
+        again: list[_Packed] = []
         rerun: dict[str, Any] = {"name": "batch=1,rerun", "batch_size": 1, "position": 0}
         if variant:
             rerun["variant"] = variant
         for s in targets:
             for outputs in (alone, again):
                 args, out = runner.run(problem, [s], gen)
-                # A copy: a kernel may hand out the same buffer again on its next call.
-                (picked,) = runner.select(out, [0], args)
-                with runner.phase("select"):
-                    outputs.append(tuple(t.clone() for t in picked))
+                outputs.append(runner.select(out, [0], args))
         done.append("batch=1,rerun")
         with runner.phase("compare"):
-            reference = _Packed.of(alone)
-            m = _first_mismatch(task, [(label, rerun) for label in labels], reference, again)
+            reference = _Packed.join(alone)
+            m = _first_mismatch(task, [(label, rerun) for label in labels], reference, _Packed.join(again))
         if m is not None:
             return report(m)
         del alone, again
@@ -265,11 +286,9 @@ def validate(
         done.append(name)
         first, second = (runner.select(out, list(slots.values()), args) for out in (out1, out2))
         with runner.phase("compare"):
+            where = big.describe() | {"name": name}
             m = _first_mismatch(
-                task,
-                [(labels[t], big.describe() | {"name": name, "position": slot}) for t, slot in slots.items()],
-                _Packed.of(first),
-                second,
+                task, [(labels[t], where | {"position": slot}) for t, slot in slots.items()], first, second
             )
         if m is not None:
             return report(m)
@@ -313,18 +332,15 @@ def _run_contexts(
             slots = {0: pos}
             for w in range(1, min(n_witness, len(free)) + 1):
                 slots[w] = free[perm[w - 1]]
-            by_slot = {slot: t for t, slot in slots.items()}
-            mates = iter(task.samples(problem, gen, b - len(slots), **ctx.params))
-            samples = [targets[by_slot[i]] if i in by_slot else next(mates) for i in range(b)]
-        args, out = runner.run(problem, samples, gen)
+            placed = {slot: targets[t] for t, slot in slots.items()}
+            args = task.compose_around(problem, gen, b, placed, **ctx.params)
+        args, out = runner.run(problem, [], gen, args=args)
         done.append(ctx.name)
         got = runner.select(out, list(slots.values()), args)
         with runner.phase("compare"):
+            where = ctx.describe()
             m = _first_mismatch(
-                task,
-                [(labels[t], ctx.describe() | {"position": slot}) for t, slot in slots.items()],
-                reference,
-                got,
+                task, [(labels[t], where | {"position": slot}) for t, slot in slots.items()], reference, got
             )
         if m is not None:
             return m

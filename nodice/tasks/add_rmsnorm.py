@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from nodice.tasks.base import Problem, Sample, Workload, element_size, randn
+from nodice.tasks.base import Problem, Sample, Workload, element_size, place_rows, randn
 from nodice.tasks.rmsnorm import RowwiseTask, reference_row_chunks, rms_norm_fp32
 
 # Token counts of a decode step (a batch of requests) and of a prefill chunk, at
@@ -42,15 +42,29 @@ class AddRMSNorm(RowwiseTask):
         residual = randn((h,), gen, dev, dt, scale=2.5)
         return Sample({"x": x, "residual": residual})
 
-    def samples(self, problem: Problem, gen: torch.Generator, n: int, **hints: Any) -> list[Sample]:
+    def _rows(self, problem: Problem, gen: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         h, dev, dt = problem.dims["H"], problem.device, problem.dtype
         x = randn((n, h), gen, dev, dt, scale=1.0)
         residual = randn((n, h), gen, dev, dt, scale=2.5)
+        return x, residual
+
+    def samples(self, problem: Problem, gen: torch.Generator, n: int, **hints: Any) -> list[Sample]:
+        x, residual = self._rows(problem, gen, n)
         return [Sample({"x": xr, "residual": rr}) for xr, rr in zip(x, residual, strict=True)]
 
     def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
         x = torch.stack([s.tensors["x"] for s in samples]).contiguous()
         residual = torch.stack([s.tensors["residual"] for s in samples]).contiguous()
+        return (x, residual, problem.shared["weight"], problem.shared["eps"])
+
+    def compose_around(
+        self, problem: Problem, gen: torch.Generator, size: int, placed: dict[int, Sample], **hints: Any
+    ) -> tuple[Any, ...]:
+        mates = self._rows(problem, gen, size - len(placed))
+        x, residual = (
+            place_rows(m, {slot: s.tensors[name] for slot, s in placed.items()})
+            for m, name in zip(mates, ("x", "residual"), strict=True)
+        )
         return (x, residual, problem.shared["weight"], problem.shared["eps"])
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:

@@ -179,6 +179,18 @@ class Task(ABC):
     def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
         """The kernel's positional arguments for a batch holding ``samples`` in that order."""
 
+    def compose_around(
+        self, problem: Problem, gen: torch.Generator, size: int, placed: dict[int, Sample], **hints: Any
+    ) -> tuple[Any, ...]:
+        """A batch of ``size``: the ``placed`` samples at their slots, fresh batchmates in the others.
+
+        The batchmates are drawn with ``samples(problem, gen, size - len(placed), **hints)`` and fill
+        the free slots in order. Tasks whose batch is rows of a few tensors override this to place
+        every row with one indexing op (:func:`place_rows`), drawing exactly what ``samples`` draws.
+        """
+        mates = iter(self.samples(problem, gen, size - len(placed), **hints))
+        return self.compose(problem, [placed[i] if i in placed else next(mates) for i in range(size)], gen)
+
     def select(
         self, output: Output, index: int, args: tuple[Any, ...] | None = None
     ) -> tuple[torch.Tensor, ...]:
@@ -200,6 +212,24 @@ class Task(ABC):
         GPU) rather than once per sample.
         """
         return [self.select(output, i, args) for i in indices]
+
+    def select_stacked(
+        self, output: Output, indices: list[int], args: tuple[Any, ...] | None = None
+    ) -> tuple[torch.Tensor, ...] | None:
+        """The outputs of the samples at ``indices``, stacked on a new first axis (one tensor per output).
+
+        One indexing op per output (a copy) instead of a view per sample and output. ``None`` where a
+        task's samples have no fixed place on the outputs' first axis (it overrides :meth:`select`):
+        the gate then takes them one by one with :meth:`select_many`.
+        """
+        if type(self).select is not Task.select:
+            return None
+        outs = output if isinstance(output, tuple) else (output,)
+        start, stop = indices[0], indices[0] + len(indices)
+        if indices == list(range(start, stop)):  # a run of slots (a batch of one): no index to copy
+            return tuple(o[start:stop].clone() for o in outs)
+        index = device_index(indices, outs[0].device)
+        return tuple(o.index_select(0, index) for o in outs)
 
     # ---- reference and correctness -----------------------------------------
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
@@ -318,6 +348,23 @@ def device_generator(gen: torch.Generator, device: torch.device) -> torch.Genera
         return gen
     seed = int(torch.randint(0, 2**62, (1,), generator=gen).item())
     return torch.Generator(device=device).manual_seed(seed)
+
+
+def device_index(indices: list[int], device: torch.device) -> torch.Tensor:
+    """``indices`` as an int64 tensor on ``device``; the copy does not wait for the device's queue."""
+    return torch.tensor(indices, dtype=torch.long).to(device, non_blocking=True)
+
+
+def place_rows(mates: torch.Tensor, placed: dict[int, torch.Tensor]) -> torch.Tensor:
+    """A batch of ``len(mates) + len(placed)`` rows: each ``placed`` row at its slot, ``mates`` in the
+    other slots in order; what stacking the rows one by one gives, in a few ops whatever the batch."""
+    size, n_placed = len(mates) + len(placed), len(placed)
+    # Where each slot's row comes from in ``[placed rows..., mates...]``.
+    source = torch.full((size,), -1, dtype=torch.long)
+    source[list(placed)] = torch.arange(n_placed)
+    source[source < 0] = torch.arange(n_placed, size)
+    rows = torch.cat([torch.stack(list(placed.values())), mates]) if placed else mates
+    return rows.index_select(0, source.to(rows.device, non_blocking=True))
 
 
 def element_size(dtype: torch.dtype) -> int:

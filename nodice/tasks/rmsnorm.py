@@ -7,7 +7,16 @@ from typing import Any
 import torch
 
 from nodice.tasks._scratch import row_chunks
-from nodice.tasks.base import BIContext, Problem, Sample, Task, Workload, element_size, randn
+from nodice.tasks.base import (
+    BIContext,
+    Problem,
+    Sample,
+    Task,
+    Workload,
+    element_size,
+    place_rows,
+    randn,
+)
 
 # Hidden sizes of real models (Llama-3-8B/70B, Qwen3-8B/30B-A3B).
 _WORKLOADS = [
@@ -101,12 +110,21 @@ class RMSNorm(RowwiseTask):
         x = randn((problem.dims["H"],), gen, problem.device, problem.dtype, scale=1.5)
         return Sample({"x": x})
 
+    def _rows(self, problem: Problem, gen: torch.Generator, n: int) -> torch.Tensor:
+        return randn((n, problem.dims["H"]), gen, problem.device, problem.dtype, scale=1.5)
+
     def samples(self, problem: Problem, gen: torch.Generator, n: int, **hints: Any) -> list[Sample]:
-        x = randn((n, problem.dims["H"]), gen, problem.device, problem.dtype, scale=1.5)
-        return [Sample({"x": row}) for row in x]
+        return [Sample({"x": row}) for row in self._rows(problem, gen, n)]
 
     def compose(self, problem: Problem, samples: list[Sample], gen: torch.Generator) -> tuple[Any, ...]:
         x = torch.stack([s.tensors["x"] for s in samples]).contiguous()
+        return (x, problem.shared["weight"], problem.shared["eps"])
+
+    def compose_around(
+        self, problem: Problem, gen: torch.Generator, size: int, placed: dict[int, Sample], **hints: Any
+    ) -> tuple[Any, ...]:
+        mates = self._rows(problem, gen, size - len(placed))
+        x = place_rows(mates, {slot: s.tensors["x"] for slot, s in placed.items()})
         return (x, problem.shared["weight"], problem.shared["eps"])
 
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
