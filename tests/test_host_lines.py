@@ -126,7 +126,9 @@ def test_on_the_bundled_attention_only_the_hopper_paths_parameters_are_live() ->
     source = Path(attention_prefill.__file__).read_text()
     sites = find_sites(source)
     # The lines a bf16 Hopper call runs: the entry point, the path test and the Hopper launcher.
-    hopper = _function_lines(source, "kernel", "_hopper_path", "_hopper_forward", "_aligned")
+    entry = {_line_of(source, "    if _hopper_path(q):"), _line_of(source, "def kernel(")}
+    hopper = _function_lines(source, "_hopper_path", "_hopper_forward", "_aligned") | entry
+    hopper.add(_line_of(source, "        return _hopper_forward(q, k, v, causal, sm_scale)"))
     live = {s.name for s in live_sites(source, sites, hopper)}
     tiles = {s.name for s in sites if s.module_name == "_TILES"}
     assert tiles and tiles <= live  # the Hopper launcher reads the table
@@ -134,7 +136,8 @@ def test_on_the_bundled_attention_only_the_hopper_paths_parameters_are_live() ->
     portable = {s.name for s in sites if s.line in _function_lines(source, "_portable_forward")}
     assert portable and not portable & live
     # The portable path's own call: the reverse.
-    fallback = _function_lines(source, "kernel", "_hopper_path", "_portable_forward")
+    fallback = _function_lines(source, "_hopper_path", "_portable_forward") | entry
+    fallback.add(_line_of(source, "    return _portable_forward(q, k, v, causal, sm_scale)"))
     live_cpu = {s.name for s in live_sites(source, sites, fallback)}
     assert portable <= live_cpu
     assert not tiles & live_cpu  # the path test (`head_dim in _TILES`) reads the keys only
@@ -172,3 +175,22 @@ def test_lines_run_of_a_score_vector(
     scores: list[dict[str, object]] | None, expected: set[int] | None
 ) -> None:
     assert lines_run_of(scores) == expected
+
+
+def test_a_helper_behind_a_cache_stays_live_when_the_traced_call_hit_the_cache() -> None:
+    source = (
+        "import functools\n"
+        "@functools.cache\n"
+        "def _plan(n):\n"
+        "    BLOCK = 128\n"
+        "    return BLOCK\n"
+        "def _unused(n):\n"
+        "    SPLIT = 4\n"
+        "    return SPLIT\n"
+        "def kernel(x):\n"
+        "    block = _plan(x.shape[-1])\n"
+        "    return block\n"
+    )
+    # The traced call found the plan cached: only the entry point's lines ran.
+    live = {s.name for s in live_sites(source, find_sites(source), {10, 11})}
+    assert live == {"BLOCK"}

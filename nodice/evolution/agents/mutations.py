@@ -225,15 +225,40 @@ def live_sites(source: str, sites: list[ParamSite], lines_run: set[int] | None) 
         return sites
     reads = _names_read(tree)
     device = _jit_function_lines(tree)
+    live = _reached_lines(tree, reads, device, lines_run)
     out = []
     for s in sites:
         if s.module_name:
             where = reads.get(s.module_name, set())
-            if where & lines_run or where & device:
+            if where & live or where & device:
                 out.append(s)
-        elif s.line in lines_run:
+        elif s.line in live:
             out.append(s)
     return out
+
+
+def _reached_lines(
+    tree: ast.Module, reads: dict[str, set[int]], device: set[int], lines_run: set[int]
+) -> set[int]:
+    """The lines that ran, plus the bodies of host functions a reached line names but whose body did
+    not run: a helper behind a cache (``functools.cache``, a dict of plans) runs on the first call of
+    a process only, and the call the benchmark traced may have been a later one."""
+    bodies = [
+        (node.name, set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1)))
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno not in device
+    ]
+    live = set(lines_run)
+    grown = True
+    while grown:
+        grown = False
+        for name, body in bodies:
+            if body & lines_run or body <= live:
+                continue
+            if reads.get(name, set()) & live:
+                live |= body
+                grown = True
+    return live
 
 
 def lines_run_of(scores: list[dict[str, object]] | None) -> set[int] | None:
