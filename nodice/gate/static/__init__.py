@@ -13,14 +13,16 @@ from pathlib import Path
 
 from nodice.gate.result import Finding
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
-from nodice.gate.static.dataflow import Interp
+from nodice.gate.static.dataflow import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, Interp
+from nodice.gate.static.expressions import CHOSEN_TENSOR
 from nodice.gate.static.module_state import MAX_STATE_PASSES, state_taint
 from nodice.gate.static.native import analyze_native
 from nodice.gate.static.program import Analysis, BudgetExceeded, ModuleInfo
 from nodice.gate.static.project import embedded_sources, native_file_sources, referenced_native_files
 from nodice.gate.static.report import Collector, render_json, render_text
-from nodice.gate.static.rules import MECHANISMS, RULES, Rule
+from nodice.gate.static.rules import MECHANISMS, RULES, SPLIT_GUIDANCE, Rule
 from nodice.gate.static.sources import entry_signature
+from nodice.gate.static.torch_calls import PARTIAL_RESULT
 from nodice.gate.static.values import V
 from nodice.tasks.base import Task
 
@@ -151,7 +153,38 @@ def _analyze_entry(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> N
     target = interp.instance_attr(entry_v, method) if is_instance else entry_v
     fn = getattr(getattr(target, "ref", None), "node", None)
     if target is not None and isinstance(fn, ast.FunctionDef):
-        interp.dispatch(target, _entry_args(an, fn, interp, skip_self=is_instance), {}, call)
+        result = interp.dispatch(target, _entry_args(an, fn, interp, skip_self=is_instance), {}, call)
+        _output_values(an, mod, fn, result)
+
+
+# Trace steps of a value that depends on the batch only through which computation ran.
+_CHOICE_STEPS = (ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, CHOSEN_TENSOR)
+
+
+def _output_values(an: Analysis, mod: ModuleInfo, fn: ast.FunctionDef, result: V) -> None:
+    """What the entry point returns: values computed from the batch (a statistic over it, its size
+    in the arithmetic, positions in it) are what a sample's output must not depend on."""
+    values = [result, *(result.items or [])] if result.kind == "seq" else [result]
+    for v in values:
+        trace = v.taint
+        if trace is None or v.kind not in ("tensor", "seq"):
+            continue
+        if any(any(mark in step for mark in _CHOICE_STEPS) for step in trace):
+            continue  # only which branch ran depends on the batch: the branch is judged as a choice
+        split = any(PARTIAL_RESULT in step for step in trace)
+        an.report(
+            "batch_value_in_kernel_output",
+            mod,
+            fn,
+            "OUTPUT",
+            f"the values '{fn.name}' returns depend on the batch"
+            + (": a per-sample axis is cut into batch-dependent pieces and reduced" if split else ""),
+            trace,
+            f"{mod.display}:{fn.lineno} {fn.name} returns them",
+            mechanism="work_partitioning" if split else None,
+            guidance=SPLIT_GUIDANCE if split else None,
+        )
+        return
 
 
 def _required_init_args(interp: Interp, cls: V) -> int:

@@ -34,6 +34,11 @@ from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_launch import LaunchMixin
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
 
+# Trace steps of values that depend on the batch only through which side of a branch ran: the
+# branch itself is judged as an algorithm choice (choices.py), not the values.
+ASSIGNED_UNDER_BRANCH = "assigned under the batch-dependent branch"
+RETURNED_UNDER_BRANCH = "returned under the batch-dependent branch"
+
 
 def _raises_only(body: list[ast.stmt]) -> bool:
     return (
@@ -163,9 +168,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
 
     def assign(self, target: ast.AST, value: V, node: ast.AST) -> None:
         if self.control is not None and value.taint is None and value.kind not in ("module", "class"):
-            value = value.with_taint(
-                extend(self.control, self.step(node, "assigned under the batch-dependent branch"))
-            )
+            value = value.with_taint(extend(self.control, self.step(node, ASSIGNED_UNDER_BRANCH)))
         elif value.taint is not None:
             value = value.retrace(extend(value.taint, self.step(node)))
         if isinstance(target, ast.Name):
@@ -263,7 +266,7 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
         if v.taint is not None:
             v = v.retrace(extend(v.taint, self.step(s)))
         elif self.control is not None:
-            v = v.with_taint(extend(self.control, self.step(s, "returned under the batch-dependent branch")))
+            v = v.with_taint(extend(self.control, self.step(s, RETURNED_UNDER_BRANCH)))
         self.returns.append(v)
 
     def s_FunctionDef(self, s: ast.FunctionDef | ast.AsyncFunctionDef) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from nodice.gate.static.values import (
@@ -25,6 +26,10 @@ from nodice.gate.static.values import (
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
+
+# The trace step of a tensor picked by a batch-dependent ``a if cond else b``: which computation
+# ran depends on the batch, as with an ``if`` (an algorithm choice), not the values themselves.
+CHOSEN_TENSOR = "batch-dependent choice between tensors"
 
 
 def shape_value(t: V, node: ast.AST, ip: Any) -> V:
@@ -188,7 +193,10 @@ class ExprMixin:
         if cond.taint is not None:
             out = (
                 V(
-                    taint=extend(cond.taint, self.step(node, "batch-dependent choice")),
+                    taint=_choice_trace(
+                        cond.taint,
+                        self.step(node, CHOSEN_TENSOR if out.kind == "tensor" else "batch-dependent choice"),
+                    ),
                     kind=out.kind,
                     batch=out.batch,
                     rank=out.rank,
@@ -323,6 +331,28 @@ class ExprMixin:
 
     def tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
         """Indexing a tensor: a sample's own slice is its data, not a batch quantity."""
+        out = self._tensor_index(base, node, idx)
+        cut = self._batch_cut_axes(base, node)
+        if not cut:
+            return out
+        return dataclasses.replace(out, ctx=tuple(sorted({*out.ctx, *cut})))
+
+    def _batch_cut_axes(self, base: V, node: ast.Subscript) -> set[int]:
+        """Axes of a per-sample dimension that ``x[:, lo:hi]`` cuts at batch-dependent bounds
+        (``x[:, i * width:(i + 1) * width]`` with ``width = hidden // pieces(batch)``): the piece's
+        extent there depends on the batch, as with ``x.chunk(n(batch), dim)``."""
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        cut: set[int] = set()
+        for k, e in enumerate(elts):
+            if not isinstance(e, ast.Slice):
+                break  # an integer index or a new axis ahead: later positions are not axes any more
+            if (k == base.baxis and base.batch is not None) or _fixed_length(e):
+                continue
+            if any(b is not None and self.expr(b).taint is not None for b in (e.lower, e.upper, e.step)):
+                cut.add(k)
+        return cut
+
+    def _tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
         first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
         if isinstance(first, ast.Slice) and _fixed_length(first):
             # ``x[t : t + 1]``: one sample, whatever the batch.
@@ -349,6 +379,15 @@ class ExprMixin:
 
     def e_Call(self, node: ast.Call) -> V:
         return self.call(node)
+
+
+def _choice_trace(trace: Trace, step: str) -> Trace:
+    """``trace`` one choice longer; a tensor choice stays visible even when the condition's own
+    step is on the same line (``extend`` keeps one step per line)."""
+    out = extend(trace, step) or trace
+    if out is trace and CHOSEN_TENSOR in step and CHOSEN_TENSOR not in trace[-1]:
+        out = (*trace[:-1], f"{trace[-1]}  ({CHOSEN_TENSOR})")
+    return out
 
 
 def _fixed_length(s: ast.Slice) -> bool:

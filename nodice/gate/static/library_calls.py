@@ -169,6 +169,11 @@ class LibraryMixin:
             return _element(first).with_taint(first.taint) if fn == "next" else first
         if fn == "range":
             return V(kind="range", taint=deep_taint(*args))
+        if fn == "sum" and first.kind == "seq":
+            # ``sum(p.sum(-1) for p in pieces)``: a tensor when the elements are tensors.
+            elem = _element(first)
+            if elem.kind == "tensor":
+                return elem.with_taint(deep_taint(first, *args[1:]))
         if fn == "enumerate":
             return V(kind="enumerate", ref=first)
         if fn in ("exec", "eval", "compile", "__import__", "globals", "locals", "vars"):

@@ -33,7 +33,7 @@ class Rule:
     severity: Literal["violation", "unresolved"] = "violation"
 
 
-_SPLIT_GUIDANCE = (
+SPLIT_GUIDANCE = (
     "fix the split size, not the number of splits: derive the split count from the reduction "
     "length alone (e.g. splits = cdiv(K, SPLIT_SIZE) with a constant SPLIT_SIZE), never from the "
     "batch size, the grid or the SM count"
@@ -50,7 +50,7 @@ RULES: dict[str, Rule] = {
             "split_count_from_batch",
             "work_partitioning",
             "the number of splits of a reduction depends on the batch",
-            _SPLIT_GUIDANCE,
+            SPLIT_GUIDANCE,
         ),
         Rule(
             "protected_param_from_batch",
@@ -154,7 +154,7 @@ RULES: dict[str, Rule] = {
             "native_split_count",
             "work_partitioning",
             "native code derives a split count from the batch or the grid",
-            _SPLIT_GUIDANCE,
+            SPLIT_GUIDANCE,
         ),
         Rule(
             "native_grid_partitioned_reduction",
@@ -243,7 +243,7 @@ RULES: dict[str, Rule] = {
             "native_split_from_sm_count",
             "work_partitioning",
             "native split count derived from the SM count alone",
-            "left to dynamic validation (invariant on one GPU model, not across models); " + _SPLIT_GUIDANCE,
+            "left to dynamic validation (invariant on one GPU model, not across models); " + SPLIT_GUIDANCE,
             "unresolved",
         ),
     )

@@ -140,6 +140,23 @@ META = {
 }
 
 
+# The trace step of a reduction over a piece whose extent the batch decided.
+PARTIAL_RESULT = "a partial result"
+# Calls that cut a tensor into pieces along one axis: (count or size argument names, dim default 0).
+PIECES = {"chunk", "split", "tensor_split"}
+_PIECE_ARGS = ("chunks", "split_size_or_sections", "split_size", "sections", "indices_or_sections", "indices")
+
+
+def _batch_axis_of_shape(args: list[V]) -> int:
+    """Which axis of ``empty((P, M, N))`` / ``empty(P, M, N)`` has the batch-dependent size (the
+    first one; 0 when none is known): ``torch.empty((k_parts, M, N)).sum(0)`` sums the parts."""
+    sizes = args[0].items if args and args[0].kind in ("seq", "shape") and args[0].items else args
+    for i, v in enumerate(sizes):
+        if v.taint is not None or (v.kind == "shape" and v.batch is not None):
+            return i
+    return 0
+
+
 def _int_const(v: V | None) -> int | None:
     if v is None or v.const is NO_CONST or isinstance(v.const, bool) or not isinstance(v.const, int):
         return None
@@ -185,7 +202,10 @@ class TorchMixin(TorchSinksMixin):
         taint = first_taint(*tensors)
         if arith and taint is None:
             taint = first_taint(*[v for v in values if v.kind not in ("tensor", "seq", "shape")])
-        return V(taint=taint, kind="tensor", batch=batch, baxis=baxis, rank=rank)
+        # Elementwise work keeps the operands' axes whose extent depends on the batch (a piece of a
+        # per-sample axis cut by the batch size stays that piece).
+        ctx = tuple(sorted({a for v in tensors if v.rank == rank for a in v.ctx}))
+        return V(taint=taint, kind="tensor", batch=batch, baxis=baxis, rank=rank, ctx=ctx)
 
     # ---- torch functions ---------------------------------------------------------
     def torch_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
@@ -200,7 +220,7 @@ class TorchMixin(TorchSinksMixin):
             rank = (
                 len(args[0].items) if args and args[0].kind == "seq" and args[0].items is not None else None
             )
-            return V(kind="tensor", batch=batch, rank=rank)
+            return V(kind="tensor", batch=batch, rank=rank, baxis=_batch_axis_of_shape(args))
         if fn == "arange":
             taint = first_taint(*args)
             t = extend(taint, self.step(node, "positions in the batch")) if taint else None
@@ -222,6 +242,17 @@ class TorchMixin(TorchSinksMixin):
             return self.reduction(fn, recv, args[1:], kwargs, node)
         if fn in ("cat", "stack", "concat") and args and args[0].items:
             return self.tensor_result(args[0].items, node, arith=False)
+        if fn in ("cat", "stack", "concat") and args and args[0].kind == "seq" and isinstance(args[0].ref, V):
+            # ``torch.stack([p.sum(-1) for p in pieces])``: the elements' values, not their layout.
+            elem = args[0].ref
+            taint = elem.taint or args[0].taint
+            if fn == "stack":  # a new axis: where the batch axis went is not followed
+                return V(taint=taint, kind="tensor")
+            return V(taint=taint, kind="tensor", batch=elem.batch, baxis=elem.baxis)
+        if fn in PIECES and args:
+            pieces = self.pieces(fn, args[0], args[1:], kwargs, node)
+            if pieces is not None:
+                return pieces
         return self.tensor_result(args + list(kwargs.values()), node, arith=fn in ARITH)
 
     # ---- tensor methods ------------------------------------------------------------
@@ -261,6 +292,10 @@ class TorchMixin(TorchSinksMixin):
             return self.reduction(fn, recv, args, kwargs, node)
         if fn in SHAPE_TUNED:
             self.shape_tuned(fn, [recv, *args], node)
+        if fn in PIECES:
+            pieces = self.pieces(fn, recv, args, kwargs, node)
+            if pieces is not None:
+                return pieces
         if fn in (
             "view",
             "reshape",
@@ -291,6 +326,33 @@ class TorchMixin(TorchSinksMixin):
             )
         return self.tensor_result([recv, *args, *kwargs.values()], node, arith=fn in ARITH)
 
+    def pieces(self, fn: str, recv: V, rest: list[V], kwargs: dict[str, V], node: ast.Call) -> V | None:
+        """``x.chunk(n, dim)``, ``x.split(size, dim)``, ``x.tensor_split(n, dim)`` with a count or size
+        that depends on the batch, along a per-sample axis: each piece's extent along it depends on
+        the batch (a reduction over the pieces then adds partial sums the batch decided). ``None``:
+        nothing batch-dependent about the cut (the generic result)."""
+        if recv.kind != "tensor":
+            return None
+        size = rest[0] if rest else next((kwargs[k] for k in _PIECE_ARGS if k in kwargs), None)
+        if size is None or size.taint is None:
+            return None
+        dim_v = rest[1] if len(rest) > 1 else kwargs.get("dim", V(const=0))
+        dim = _int_const(dim_v)
+        if dim is None or (dim < 0 and recv.rank is None):
+            return None
+        axis = dim + recv.rank if dim < 0 and recv.rank is not None else dim
+        if recv.batch is not None and axis == recv.baxis:
+            return None  # pieces of the batch: each sample's row stays whole
+        piece = V(
+            taint=recv.taint,
+            kind="tensor",
+            batch=recv.batch,
+            baxis=recv.baxis,
+            rank=recv.rank,
+            ctx=tuple(sorted({*recv.ctx, axis})),
+        )
+        return V(kind="seq", ref=piece)
+
     def reduction(self, fn: str, recv: V, rest: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         """A reduction over the batch axis makes a batch statistic; over other axes, per-sample data."""
         dim_v = kwargs.get("dim", kwargs.get("axis"))
@@ -309,6 +371,11 @@ class TorchMixin(TorchSinksMixin):
         taint = recv.taint
         if over_batch and taint is None and fn not in ("softmax", "log_softmax"):
             taint = (self.step(node, f"batch statistic: {fn} over the batch axis"),)
+        if taint is None and recv.ctx and not over_batch and fn not in ("softmax", "log_softmax"):
+            axis = dim + recv.rank if dim is not None and dim < 0 and recv.rank is not None else dim
+            if (dim_v is None and not per_row_default) or axis in recv.ctx:
+                why = f"{fn} over an axis whose extent depends on the batch: {PARTIAL_RESULT}"
+                taint = (self.step(node, why),)
         if fn in ("sort", "argsort") and recv.batch is not None and not over_batch:
             self.sample_order(fn, recv, node)
         if fn in self.an.contract.routing_calls:
