@@ -46,6 +46,23 @@ VIOLATING = {
         "        sq = sq + xf[:, i * width:(i + 1) * width].pow(2).sum(-1, keepdim=True)\n" + NORM,
         "work_partitioning",
     ),
+    # Rows viewed as groups whose count follows the batch, each group summed, then the groups.
+    "view_groups_from_rows": (
+        "def kernel(x, weight, eps):\n"
+        "    b, h = x.shape\n"
+        "    g = 4 if b < 16 else 1\n"
+        "    xf = x.float()\n"
+        "    sq = xf.view(b, g, h // g).pow(2).sum(-1).sum(-1, keepdim=True)\n" + NORM,
+        "work_partitioning",
+    ),
+    # Small batches accumulated in double precision.
+    "dtype_from_rows": (
+        "def kernel(x, weight, eps):\n"
+        "    acc = torch.float64 if x.shape[0] < 8 else torch.float32\n"
+        "    xf = x.to(acc)\n"
+        "    sq = xf.pow(2).sum(-1, keepdim=True)\n" + NORM,
+        "algorithm_selection",
+    ),
     # The batch size itself in the arithmetic.
     "batch_size_in_scale": (
         "def kernel(x, weight, eps):\n"
@@ -70,6 +87,22 @@ INVARIANT = {
         "def kernel(x, weight, eps):\n"
         "    xf = x.float()\n"
         "    sq = sum(p.pow(2).sum(-1, keepdim=True) for p in torch.chunk(xf, 4, dim=-1))\n" + NORM
+    ),
+    # A batch-dependent regrouping reduced over every group at once: one sum over the row, as
+    # torch folds contiguous reduced axes into one (the oracle finds no bit changed).
+    "view_groups_summed_at_once": (
+        "def kernel(x, weight, eps):\n"
+        "    b, h = x.shape\n"
+        "    g = 4 if b < 16 else 1\n"
+        "    xf = x.float()\n"
+        "    sq = xf.view(b, g, h // g).pow(2).sum(dim=(1, 2)).unsqueeze(-1)\n" + NORM
+    ),
+    # A fixed regrouping of the hidden axis.
+    "fixed_view_groups": (
+        "def kernel(x, weight, eps):\n"
+        "    b, h = x.shape\n"
+        "    xf = x.float()\n"
+        "    sq = xf.view(b, 4, h // 4).pow(2).sum(dim=(1, 2)).unsqueeze(-1)\n" + NORM
     ),
     # Only which side of a branch ran depends on the batch, and both sides are the same computation.
     "early_return_for_empty": (

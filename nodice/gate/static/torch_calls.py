@@ -296,6 +296,18 @@ class TorchMixin(TorchSinksMixin):
             pieces = self.pieces(fn, recv, args, kwargs, node)
             if pieces is not None:
                 return pieces
+        if fn in ("to", "type") and recv.kind == "tensor" and recv.taint is None:
+            # ``x.to(torch.float64 if B < 8 else torch.float32)``: computed at a precision the batch chose.
+            given = [a for a in [*args, kwargs.get("dtype")] if a is not None and a.kind == "value"]
+            dtype = first_taint(*given)
+            if dtype is not None:
+                step = self.step(node, "converted to a dtype that depends on the batch")
+                taint = extend(dtype, step)
+                return V(taint=taint, kind="tensor", batch=recv.batch, baxis=recv.baxis, rank=recv.rank)
+        if fn in ("view", "reshape") and recv.kind == "tensor":
+            shaped = self.reshaped(recv, args, node)
+            if shaped is not None:
+                return shaped
         if fn in (
             "view",
             "reshape",
@@ -353,6 +365,19 @@ class TorchMixin(TorchSinksMixin):
         )
         return V(kind="seq", ref=piece)
 
+    def reshaped(self, recv: V, args: list[V], node: ast.Call) -> V | None:
+        """``x.view(B, g, H // g)`` with ``g`` from the batch: the new axes' extents depend on it (a
+        reduction over them adds partial sums the batch decided). ``None``: nothing to record."""
+        one = len(args) == 1 and args[0].kind in ("seq", "shape") and args[0].items
+        sizes = args[0].items if one and args[0].items else args
+        if not sizes or any(s.kind not in ("value", "shape") for s in sizes):
+            return None
+        ctx = {i for i, s in enumerate(sizes) if s.taint is not None and i != 0}
+        if not ctx:
+            return None
+        axes, rank = tuple(sorted(ctx)), len(sizes)
+        return V(taint=recv.taint, kind="tensor", batch=recv.batch, baxis=recv.baxis, rank=rank, ctx=axes)
+
     def reduction(self, fn: str, recv: V, rest: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         """A reduction over the batch axis makes a batch statistic; over other axes, per-sample data."""
         dim_v = kwargs.get("dim", kwargs.get("axis"))
@@ -372,8 +397,10 @@ class TorchMixin(TorchSinksMixin):
         if over_batch and taint is None and fn not in ("softmax", "log_softmax"):
             taint = (self.step(node, f"batch statistic: {fn} over the batch axis"),)
         if taint is None and recv.ctx and not over_batch and fn not in ("softmax", "log_softmax"):
-            axis = dim + recv.rank if dim is not None and dim < 0 and recv.rank is not None else dim
-            if (dim_v is None and not per_row_default) or axis in recv.ctx:
+            dims = [_int_const(d) for d in dim_v.items] if dim_v is not None and dim_v.items else [dim]
+            axes = {d + recv.rank if d is not None and d < 0 and recv.rank is not None else d for d in dims}
+            regrouped = len(recv.ctx) > 1 and axes >= set(recv.ctx)  # every group of a view: one sum
+            if not regrouped and ((dim_v is None and not per_row_default) or axes & set(recv.ctx)):
                 why = f"{fn} over an axis whose extent depends on the batch: {PARTIAL_RESULT}"
                 taint = (self.step(node, why),)
         if fn in ("sort", "argsort") and recv.batch is not None and not over_batch:
