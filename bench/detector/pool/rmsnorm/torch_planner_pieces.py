@@ -14,6 +14,7 @@ class Planner:
 def kernel(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     plan = Planner(*x.shape)
     xf = x.float()
-    sq = torch.stack([p.pow(2).sum(-1) for p in xf.tensor_split(plan.pieces, dim=-1)], 0).sum(0, keepdim=False)
+    parts = xf.tensor_split(plan.pieces, dim=-1)
+    sq = torch.stack([p.pow(2).sum(-1) for p in parts], 0).sum(0, keepdim=False)
     rstd = torch.rsqrt(sq.unsqueeze(-1) / x.shape[-1] + eps)
     return (xf * rstd * weight.float()).to(x.dtype)
