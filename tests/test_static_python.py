@@ -86,6 +86,20 @@ VIOLATING = {
         "BLOCK_H",
         "x.size(0)",
     ),
+    "tile_from_numpy_heuristic": (
+        """
+        import numpy as np
+
+        def kernel(x, weight, eps):
+            y = torch.empty_like(x)
+            blk = int(np.clip(2 ** np.ceil(np.log2(x.shape[0] * 8)), 128, 1024))
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=blk)  # SINK
+            return y
+        """,
+        "reduction_order",
+        "BLOCK_H",
+        "x.shape[0]",
+    ),
     "tile_from_len": (
         """
         def kernel(x, weight, eps):

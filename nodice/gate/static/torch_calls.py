@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodice.gate.static.expressions import shape_item, shape_value
 from nodice.gate.static.torch_sinks import TorchSinksMixin
-from nodice.gate.static.values import NO_CONST, V, extend, first_taint
+from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, first_taint
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -253,7 +253,13 @@ class TorchMixin(TorchSinksMixin):
             pieces = self.pieces(fn, args[0], args[1:], kwargs, node)
             if pieces is not None:
                 return pieces
-        return self.tensor_result(args + list(kwargs.values()), node, arith=fn in ARITH)
+        given = args + list(kwargs.values())
+        if given and not any(v.kind in ("tensor", "seq", "shape") for v in given):
+            # ``np.log2(B * 8)``, ``np.clip(n, 128, 1024)``: a function of numbers, their dependence kept.
+            taint = deep_taint(*given)
+            if taint is not None:
+                return V(taint=taint)
+        return self.tensor_result(given, node, arith=fn in ARITH)
 
     # ---- tensor methods ------------------------------------------------------------
     def tensor_method(self, recv: V, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
