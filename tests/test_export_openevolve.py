@@ -150,9 +150,13 @@ def kernel(x, weight, eps):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
 """
-# Correct (RMSNorm ignores the scale), but each row's rounding depends on its batchmates;
-# only running it shows that.
-BATCH_SCALED = TORCH_RMSNORM.replace("xf = x.float()", "xf = x.float() / x.float().abs().max()")
+# Correct (RMSNorm ignores the scale), but every other call rounds with another scale: a call
+# counter the batch does not decide, so static analysis has nothing to follow; only running the
+# same sample twice shows it.
+BATCH_SCALED = TORCH_RMSNORM.replace("import torch\n", "import torch\n\n_CALLS = [0]\n").replace(
+    "    xf = x.float()\n",
+    "    _CALLS[0] += 1\n    xf = x.float() * (1.0 + 3e-7 * (_CALLS[0] % 2))\n",
+)
 
 
 def test_stages_metrics_and_artifacts(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import ast
 import os
 from pathlib import Path
 
+from nodice.gate.branches import CONFIRMABLE_RULES
 from nodice.gate.result import Finding
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
 from nodice.gate.static.dataflow import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, Interp
@@ -164,6 +165,8 @@ _CHOICE_STEPS = (ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, CHOSEN_TENSOR)
 def _output_values(an: Analysis, mod: ModuleInfo, fn: ast.FunctionDef, result: V) -> None:
     """What the entry point returns: values computed from the batch (a statistic over it, its size
     in the arithmetic, positions in it) are what a sample's output must not depend on."""
+    if any(f.severity == "violation" and f.rule not in CONFIRMABLE_RULES for f in an.collector.items):
+        return  # a more specific finding explains the values already
     values = [result, *(result.items or [])] if result.kind == "seq" else [result]
     for v in values:
         trace = v.taint
