@@ -135,12 +135,15 @@ def test_on_the_bundled_attention_only_the_hopper_paths_parameters_are_live() ->
     assert "BLOCK_M" in live  # read by the launcher and by device code
     portable = {s.name for s in sites if s.line in _function_lines(source, "_portable_forward")}
     assert portable and not portable & live
+    assert "ROWS_PER_CONSUMER" in live  # read by the Gluon kernel the Hopper launcher launches
     # The portable path's own call: the reverse.
     fallback = _function_lines(source, "_hopper_path", "_portable_forward") | entry
     fallback.add(_line_of(source, "    return _portable_forward(q, k, v, causal, sm_scale)"))
     live_cpu = {s.name for s in live_sites(source, sites, fallback)}
     assert portable <= live_cpu
     assert not tiles & live_cpu  # the path test (`head_dim in _TILES`) reads the keys only
+    # The Gluon kernel is not launched on this path: its constants are left alone.
+    assert not {"ROWS_PER_CONSUMER", "BLOCK_M"} & live_cpu
 
 
 def test_table_entries_and_constexpr_constants_are_parameters() -> None:

@@ -204,9 +204,24 @@ def _names_read(tree: ast.Module) -> dict[str, set[int]]:
                 if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, ast.Name):
                     keys_only.add(id(right))
     out: dict[str, set[int]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in keys_only:
+
+    def visit(node: ast.AST, local: frozenset[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+            params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+            local = local | params  # a parameter of that name hides the module's
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in keys_only
+            and node.id not in local
+        ):
             out.setdefault(node.id, set()).add(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, local)
+
+    visit(tree, frozenset())
     return out
 
 
@@ -214,8 +229,9 @@ def live_sites(source: str, sites: list[ParamSite], lines_run: set[int] | None) 
     """The sites the recorded host lines can reach (all of them when nothing was recorded).
 
     A literal on a host line counts if that line ran. A module constant or table counts if a line
-    that ran reads it, or if device code does (a JIT function's constants are read at compile
-    time, not run as Python).
+    that ran reads it, or if the device code of a kernel those lines launch does (a JIT function's
+    constants are read at compile time, not run as Python; kernels and the JIT helpers they call
+    count when a reached line, or a counted kernel's body, names them).
     """
     if not lines_run:
         return sites
@@ -226,15 +242,34 @@ def live_sites(source: str, sites: list[ParamSite], lines_run: set[int] | None) 
     reads = _names_read(tree)
     device = _jit_function_lines(tree)
     live = _reached_lines(tree, reads, device, lines_run)
+    launched = _launched_device_lines(tree, reads, live)
     out = []
     for s in sites:
         if s.module_name:
             where = reads.get(s.module_name, set())
-            if where & live or where & device:
+            if where & live or where & launched:
                 out.append(s)
         elif s.line in live:
             out.append(s)
     return out
+
+
+def _launched_device_lines(tree: ast.Module, reads: dict[str, set[int]], live: set[int]) -> set[int]:
+    """The bodies of the JIT functions reached lines launch, and of the JIT helpers those call."""
+    kernels = [
+        (node.name, set(range(node.lineno, (node.end_lineno or node.lineno) + 1)))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list)
+    ]
+    reached: set[int] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name, body in kernels:
+            if not body <= reached and reads.get(name, set()) & (live | reached):
+                reached |= body
+                grown = True
+    return reached
 
 
 def _reached_lines(
