@@ -45,13 +45,14 @@ CANDIDATES = {
     "attention_prefill_tma_ws": "attention_prefill",
     "gemm_persistent_tma": "gemm",
     "attention_prefill_gluon": "attention_prefill",  # the bundled kernel's Gluon forward
+    "attention_prefill_persistent": "attention_prefill",  # the same, persistent for whole-tile sequences
 }
 # Candidates that became bundled kernels are read from there.
 BUNDLED = {"attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py"}
 # Two workloads per task from the task's benchmark grid: the flagship shape causal and not,
 # and for gemm a narrow layer at decode and prefill plus a wide layer at decode.
 TIMED = {
-    "attention_prefill": ["gqa32x8-s8k-causal", "gqa32x8-s8k-full"],
+    "attention_prefill": ["gqa32x8-s4k-causal", "gqa32x8-s4k-full", "gqa32x8-s8k-causal", "gqa32x8-s8k-full"],
     "gemm": [
         "llama3-8b-o-decode",
         "llama3-8b-o-prefill",
