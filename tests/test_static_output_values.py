@@ -63,6 +63,26 @@ VIOLATING = {
         "    sq = xf.pow(2).sum(-1, keepdim=True)\n" + NORM,
         "algorithm_selection",
     ),
+    # The same pieces reduced by an einsum, or by a product with a column of ones.
+    "einsum_over_pieces": (
+        "def kernel(x, weight, eps):\n"
+        "    xf = x.float()\n"
+        "    parts = 4 if x.shape[0] < 32 else 1\n"
+        "    sq = torch.zeros(x.shape[0], device=x.device)\n"
+        "    for p in torch.chunk(xf, parts, dim=-1):\n"
+        "        sq = sq + torch.einsum('bh,bh->b', p, p)\n"
+        "    sq = sq[:, None]\n" + NORM,
+        "work_partitioning",
+    ),
+    "matmul_over_pieces": (
+        "def kernel(x, weight, eps):\n"
+        "    xf = x.float()\n"
+        "    parts = 4 if x.shape[0] < 32 else 1\n"
+        "    sq = torch.zeros(x.shape[0], 1, device=x.device)\n"
+        "    for p in torch.chunk(xf, parts, dim=-1):\n"
+        "        sq = sq + (p * p) @ torch.ones(p.shape[-1], 1, device=x.device)\n" + NORM,
+        "work_partitioning",
+    ),
     # The batch size itself in the arithmetic.
     "batch_size_in_scale": (
         "def kernel(x, weight, eps):\n"
@@ -96,6 +116,12 @@ INVARIANT = {
         "    g = 4 if b < 16 else 1\n"
         "    xf = x.float()\n"
         "    sq = xf.view(b, g, h // g).pow(2).sum(dim=(1, 2)).unsqueeze(-1)\n" + NORM
+    ),
+    # An einsum over pieces of a fixed count.
+    "einsum_over_fixed_pieces": (
+        "def kernel(x, weight, eps):\n"
+        "    xf = x.float()\n"
+        "    sq = sum(torch.einsum('bh,bh->b', p, p) for p in torch.chunk(xf, 4, dim=-1))[:, None]\n" + NORM
     ),
     # A fixed regrouping of the hidden axis.
     "fixed_view_groups": (

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 # The trace step of a tensor picked by a batch-dependent ``a if cond else b``: which computation
 # ran depends on the batch, as with an ``if`` (an algorithm choice), not the values themselves.
 CHOSEN_TENSOR = "batch-dependent choice between tensors"
+# The trace step of a reduction over a piece whose extent the batch decided (torch_calls.PARTIAL_RESULT).
+PARTIAL = "a partial result"
 
 
 def shape_value(t: V, node: ast.AST, ip: Any) -> V:
@@ -145,7 +147,17 @@ class ExprMixin:
             t = a if a.kind == "tensor" else b
             if isinstance(node.op, ast.MatMult):
                 self.shape_tuned("matmul", [a, b], node)
-            return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis)
+                ctx, contracted = _matmul_extents(a, b)
+                if contracted and taint is None:
+                    taint = (
+                        self.step(
+                            node, f"a product over an axis whose extent depends on the batch: {PARTIAL}"
+                        ),
+                    )
+                return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx)
+            # Elementwise: the operands' batch-dependent extents stay.
+            ctx = tuple(sorted({x for v in (a, b) if v.kind == "tensor" and v.rank == t.rank for x in v.ctx}))
+            return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx)
         seqs = a.kind in ("seq", "shape") and b.kind in ("seq", "shape")
         if seqs and isinstance(node.op, ast.Add) and a.items is not None and b.items is not None:
             return V(taint=taint, kind="seq", items=a.items + b.items)
@@ -379,6 +391,23 @@ class ExprMixin:
 
     def e_Call(self, node: ast.Call) -> V:
         return self.call(node)
+
+
+def _matmul_extents(a: V, b: V) -> tuple[tuple[int, ...], bool]:
+    """``a @ b``: the output axes whose extent depends on the batch, and whether the contracted axis
+    is one (a product summed over a piece the batch decided)."""
+    if a.kind != "tensor" or b.kind != "tensor":
+        return (), False
+    ra = a.rank if a.rank is not None and a.rank >= 2 else None
+    rb = b.rank if b.rank is not None and b.rank >= 2 else None
+    contracted = (ra is not None and ra - 1 in a.ctx) or (rb is not None and rb - 2 in b.ctx)
+    if ra is None or rb is None:
+        return (), contracted
+    out_rank = max(ra, rb)
+    ctx = {x + out_rank - ra for x in a.ctx if x != ra - 1}
+    if rb - 1 in b.ctx:
+        ctx.add(out_rank - 1)
+    return tuple(sorted(ctx)), contracted
 
 
 def _choice_trace(trace: Trace, step: str) -> Trace:

@@ -237,6 +237,10 @@ class TorchMixin(TorchSinksMixin):
             return self.tensor_result(args, node, arith=False)
         if fn in SHAPE_TUNED:
             self.shape_tuned(fn, args, node)
+        if fn == "einsum" and args and isinstance(args[0].const, str):
+            out = self.einsum(args[0].const, args[1:], node)
+            if out is not None:
+                return out
         if fn in REDUCTIONS or fn in ROUTING_PER_ROW:
             recv = args[0] if args else V()
             return self.reduction(fn, recv, args[1:], kwargs, node)
@@ -370,6 +374,45 @@ class TorchMixin(TorchSinksMixin):
             ctx=tuple(sorted({*recv.ctx, axis})),
         )
         return V(kind="seq", ref=piece)
+
+    def einsum(self, equation: str, operands: list[V], node: ast.Call) -> V | None:
+        """``einsum("hgd,lhd->hgl", q, k_piece)``: where the operands' batch-dependent extents go (an
+        output axis keeps one; a summed-out letter makes a partial result). ``None``: nothing to follow."""
+        if not any(v.kind == "tensor" and v.ctx for v in operands):
+            return None
+        spec = equation.replace(" ", "")
+        if "->" not in spec or "." in spec:
+            return None
+        inputs, output = spec.split("->")
+        specs = inputs.split(",")
+        if len(specs) != len(operands):
+            return None
+        ctx: set[int] = set()
+        summed = False
+        for letters, v in zip(specs, operands, strict=True):
+            for axis in v.ctx if v.kind == "tensor" else ():
+                if axis >= len(letters):
+                    continue
+                if letters[axis] in output:
+                    ctx.add(output.index(letters[axis]))
+                else:
+                    summed = True
+        base = self.tensor_result(operands, node, arith=False)
+        taint = base.taint
+        if summed and taint is None:
+            taint = (
+                self.step(
+                    node, f"einsum sums over an axis whose extent depends on the batch: {PARTIAL_RESULT}"
+                ),
+            )
+        return V(
+            taint=taint,
+            kind="tensor",
+            batch=base.batch,
+            baxis=base.baxis,
+            rank=len(output),
+            ctx=tuple(sorted(ctx)),
+        )
 
     def reshaped(self, recv: V, args: list[V], node: ast.Call) -> V | None:
         """``x.view(B, g, H // g)`` with ``g`` from the batch: the new axes' extents depend on it (a
