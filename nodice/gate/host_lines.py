@@ -24,6 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from nodice.gate.static.triton_kernels import is_jit
+
 
 def device_function_lines(source: str) -> set[int]:
     """First lines (decorators and ``def``) of the functions a Triton/Gluon JIT decorates."""
@@ -33,7 +35,7 @@ def device_function_lines(source: str) -> set[int]:
         return set()
     out: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+        if isinstance(node, ast.FunctionDef) and is_jit(node):
             out.add(node.lineno)
             out.update(d.lineno for d in node.decorator_list)
     return out

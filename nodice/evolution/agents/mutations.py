@@ -20,7 +20,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from nodice.gate.static.triton_kernels import is_jit
 
 # Names whose integer value is a launch or tiling choice.
 _TUNABLE = re.compile(r"(BLOCK|ROWS|TILE|SPLIT|WARPS|STAGES|GROUP|CHUNK|PER_PROGRAM)", re.IGNORECASE)
@@ -68,7 +71,7 @@ def _jit_function_lines(tree: ast.Module) -> set[int]:
     """Line numbers inside functions decorated with a Triton JIT (device code is left alone)."""
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+        if isinstance(node, ast.FunctionDef) and is_jit(node):
             lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return lines
 
@@ -259,17 +262,9 @@ def _launched_device_lines(tree: ast.Module, reads: dict[str, set[int]], live: s
     kernels = [
         (node.name, set(range(node.lineno, (node.end_lineno or node.lineno) + 1)))
         for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list)
+        if isinstance(node, ast.FunctionDef) and is_jit(node)
     ]
-    reached: set[int] = set()
-    grown = True
-    while grown:
-        grown = False
-        for name, body in kernels:
-            if not body <= reached and reads.get(name, set()) & (live | reached):
-                reached |= body
-                grown = True
-    return reached
+    return _named_closure(kernels, reads, live, skip=lambda body: False) - live
 
 
 def _reached_lines(
@@ -283,17 +278,27 @@ def _reached_lines(
         for node in ast.walk(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno not in device
     ]
-    live = set(lines_run)
+    # A body that ran in part keeps only the lines that ran: its other branches stay out.
+    return _named_closure(bodies, reads, set(lines_run), skip=lambda body: bool(body & lines_run))
+
+
+def _named_closure(
+    bodies: list[tuple[str, set[int]]],
+    reads: dict[str, set[int]],
+    start: set[int],
+    skip: Callable[[set[int]], bool],
+) -> set[int]:
+    """``start`` grown by the body of every function (not ``skip``-ped) whose name a line in it
+    reads, until nothing more is added."""
+    reached = set(start)
     grown = True
     while grown:
         grown = False
         for name, body in bodies:
-            if body & lines_run or body <= live:
-                continue
-            if reads.get(name, set()) & live:
-                live |= body
+            if not skip(body) and not body <= reached and reads.get(name, set()) & reached:
+                reached |= body
                 grown = True
-    return live
+    return reached
 
 
 def lines_run_of(scores: list[dict[str, object]] | None) -> set[int] | None:
