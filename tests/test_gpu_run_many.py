@@ -44,3 +44,23 @@ def test_each_measurement_gets_its_folder_limit_and_log_line_and_everything_is_p
         names = set(tar.getnames())
     assert {"./run_many.log", "./ok/hello.txt", "./ok/log", "./slow/log", "./fails/log"} <= names
     assert not any("results.tar.gz" in n for n in names)
+
+
+def test_a_folder_still_being_written_is_packed_and_the_call_succeeds(tmp_path: Path) -> None:
+    # A measurement's background writer outlives it: tar sees files change under it (exit 1),
+    # which must still leave an archive with everything, and a zero exit status.
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "BUDGET": "20", "NODICE_SITE": str(tmp_path / "site")}
+    writer = "(for i in $(seq 400); do head -c 4096 /dev/zero >> $RUN/grow; echo x > $RUN/f$i; done) &"
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), f"bg=10={writer} sleep 0.05", "after=10=echo done > $RUN/done.txt"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(out / "results.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"./run_many.log", "./bg/log", "./after/done.txt"} <= names
+    assert not list(out.glob("*.tmp")) and not list(out.glob("results.tar.gz.*"))

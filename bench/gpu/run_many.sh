@@ -5,7 +5,7 @@
 # Usage (from the repository root):
 #   OUT=/some/dir bench/gpu/run_many.sh NAME=SECONDS=COMMAND [NAME=SECONDS=COMMAND ...]
 #   e.g. bench/gpu/run_many.sh \
-#     'persistent=200=python3 -m nodice check bench/gpu/candidates/attention_prefill_persistent.py --task attention_prefill --device cuda --bench --json --timeout 190 > $RUN/check.json' \
+#     'persistent=200=python3 -m nodice check nodice/kernels/attention_prefill.py --task attention_prefill --device cuda --bench --json --timeout 190 > $RUN/check.json' \
 #     'speed=80=python3 bench/gpu/dynamic_speed.py --device cuda --task rmsnorm --n 5 --json $RUN/dynamic_speed.json'
 # Each COMMAND runs under bash from the repository root with RUN set to its own folder ($OUT/NAME,
 # created empty), stdout and stderr going to $RUN/log, stopped after SECONDS (exit 124). The carried
@@ -24,7 +24,15 @@ start=$(date +%s)
 budget=${BUDGET:-570}
 log=$OUT/run_many.log
 : >"$log"
-pack() { tar -czf "$OUT/results.tar.gz.tmp" -C "$OUT" --exclude=results.tar.gz --exclude=results.tar.gz.tmp . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
+# The archive is written outside $OUT and moved in (tar reading a folder it writes into warns that
+# the folder changed and exits 1); exit 1 ("file changed as we read it": a measurement still
+# writing) keeps the archive, anything worse keeps the previous one.
+pack() {
+  local tmp
+  tmp=$(mktemp "${TMPDIR:-/tmp}/run_many.XXXXXX")
+  tar -czf "$tmp" -C "$OUT" --exclude=./results.tar.gz . 2>/dev/null
+  if [ $? -le 1 ]; then mv "$tmp" "$OUT/results.tar.gz"; else rm -f "$tmp"; fi
+}
 for spec in "$@"; do
   name=${spec%%=*}
   rest=${spec#*=}

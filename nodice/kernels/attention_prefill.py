@@ -1,10 +1,29 @@
-"""Attention prefill: a Gluon forward for Hopper (TMA, mbarriers, async wgmma, a producer warp),
-and the flash forward of the seed everywhere else.
+"""Attention prefill: Gluon forwards for Hopper (TMA, mbarriers, async wgmma, a producer warp),
+persistent where the sequence is whole tiles, and the flash forward of the seed everywhere else.
 
-**Hopper, bf16/fp16, head dim 64 or 128** (``_attention_forward``). One program owns
-BLOCK_M = 128 query rows of one (sequence, query head), split between two consumer warp groups
-of 64 rows each (wgmma's M), and one producer warp that streams the head's K and V tiles into a
-NUM_STAGES-deep ring of shared-memory buffers:
+Three paths; which one runs depends on the device, the dtype, the head dim and the sequence length
+only (never on the batch):
+
+- **persistent** (``_attention_persistent``; Hopper, bf16/fp16, head dim 64/128, S a multiple of
+  128 — every prefill workload of the task): one program per SM walks the 128-row tiles;
+- **per tile** (``_attention_forward``; the same GPUs and dtypes, other sequence lengths): one
+  program per 128 query rows of one (sequence, query head);
+- **portable** (``_flash_forward``): everything else.
+
+**Persistent path.** P = min(tiles, SMs) programs; program p takes the tiles p, p + P, p + 2P, …
+(tiles head by head, causal ones longest first within a head). Its producer warp loads the next
+tile's Q as soon as each consumer has finished its last Q·Kᵀ of the current one (``q_empty``), and
+streams K/V through the ring without a break between tiles (the ring's stage and phase come from a
+counter that runs on across tiles); each consumer writes O through its own staging buffer
+(``o_bufs``), so the next tile's Q load and first blocks overlap the previous tile's epilogue and
+store. That removes the per-tile prologue (barrier set-up, the Q load, the first S block without
+overlap) that held the per-tile path at 0.88–0.95× cuDNN at 4K tokens and 0.55× at S = 512. TMA
+descriptors are built on the host over the flattened ``[B·H·S, D]`` tensors; whole tiles keep
+every tile inside its own head. Inside a tile the consumers run the per-tile path's loop below.
+
+**Per-tile path.** One program owns BLOCK_M = 128 query rows of one (sequence, query head), split
+between two consumer warp groups of 64 rows each (wgmma's M), and one producer warp that streams
+the head's K and V tiles into a NUM_STAGES-deep ring of shared-memory buffers:
 
     producer (1 warp)         TMA: Q (once per consumer), then K_j and V_j for j = 0, 1, …
     consumer 0 (4 warps)      rows [q_start, q_start + 64)        } the same loop, on their own
@@ -26,23 +45,26 @@ Barrier phases follow the usual ring: use j of stage s = j % NUM_STAGES waits ph
 (j // NUM_STAGES) & 1 on the ready barrier, and the producer waits the opposite phase on the
 empty one (a fresh barrier counts as having completed phase 1, so the first round passes).
 
-**Everything else** (fp32 — the gate's probe on GPU —, other head dims, GPUs before Hopper, the
-CPU interpreter) runs the seed's flash forward (``_flash_forward``), unchanged. Which path runs
-depends on the device, the dtype and the head dim only.
+**Portable path**: fp32 (the gate's probe on GPU), other head dims, GPUs before Hopper and the
+CPU interpreter run the seed's flash forward (``_flash_forward``), unchanged.
 
-Batch invariance, on both paths: the tile shape, the stage count, the key order (blocks 0, 1, …,
+Batch invariance, on every path: the tile shape, the stage count, the key order (blocks 0, 1, …,
 BLOCK_N keys each) and which blocks are masked (the causal diagonal, the end of the sequence)
 depend on the head dim, causality, the sequence length and the dtype only. A row's arithmetic
 is the same sequence of MMAs and softmax steps whatever the batch; the grid grows with the batch
-but no program's work depends on it. No split-KV, no atomics. (The fp32 probe of the gate
-exercises the portable path: the Gluon path's own BI evidence is its structure and the bf16
-dynamic validation.)
+but no tile's work depends on it (on the persistent path, how many programs run and which one
+takes a tile changes with the batch; what a tile computes does not). No split-KV, no atomics. The
+fp32 probe of the gate exercises the portable path; the Gluon paths' own evidence is their
+structure and the bf16 dynamic validation, whose GPU sequence lengths (200, 256, 384, 512) reach
+both the per-tile path (200) and the persistent one, with several tiles per program in the larger
+batches.
 
-Measured on the H200 (2026-12-01, torch 2.11, Triton 3.6, cuDNN 9.19; the gate passed on CUDA):
-geomean 591 TFLOP/s over the 26 prefill workloads, 0.97× cuDNN SDPA and 1.77× flash SDPA
-(FlashAttention-2) measured in the same run; 1.00–1.07× cuDNN from 8K tokens per sequence up,
-0.55× at the short-sequence large-batch workload (B=64, S=512), where a program's prologue
-(descriptors, barriers, the Q load) is long against its 4 key blocks.
+Measured on the H200 (2026-12-02, torch 2.11, Triton 3.6, cuDNN 9.19; the whole gate passed on
+CUDA both times; bench/results/candidates_h200_2026-12-02_evening/check_attention_prefill_*.json):
+over the 24 rows of the SPEC grid, 1.033× and 1.048× cuDNN SDPA geomean in two runs, lowest row
+0.952× and 0.958×, 1.86× and 1.89× flash SDPA (FlashAttention-2), measured in the same runs. The
+two serving rows: 0.92× cuDNN at B=16, S=2K and 0.70× at B=64, S=512 (the per-tile path had
+0.82× and 0.55× there).
 """
 
 import torch
@@ -405,6 +427,380 @@ def _aligned(x: torch.Tensor) -> torch.Tensor:
     return x if x.data_ptr() % 16 == 0 else x.clone()
 
 
+# ---- the persistent Hopper path ------------------------------------------------------------
+
+
+@aggregate
+class _Persist:
+    """What the persistent kernel's partitions share: descriptors over the flattened heads, buffers,
+    barriers, the problem. Every partition walks the same tiles in the same order."""
+
+    q_desc: tma.tensor_descriptor
+    k_desc: tma.tensor_descriptor
+    v_desc: tma.tensor_descriptor
+    o_desc: tma.tensor_descriptor
+    q_bufs: gl.shared_memory_descriptor
+    o_bufs: gl.shared_memory_descriptor
+    k_bufs: gl.shared_memory_descriptor
+    v_bufs: gl.shared_memory_descriptor
+    q_ready: gl.shared_memory_descriptor
+    q_empty: gl.shared_memory_descriptor
+    k_ready: gl.shared_memory_descriptor
+    v_ready: gl.shared_memory_descriptor
+    k_empty: gl.shared_memory_descriptor
+    v_empty: gl.shared_memory_descriptor
+    seq_len: gl.tensor
+    q_heads: gl.tensor
+    group: gl.tensor
+    num_tiles: gl.tensor
+    qk_scale: gl.tensor
+    CAUSAL: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(
+        self,
+        q_desc,
+        k_desc,
+        v_desc,
+        o_desc,
+        q_bufs,
+        o_bufs,
+        k_bufs,
+        v_bufs,
+        q_ready,
+        q_empty,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        seq_len,
+        q_heads,
+        group,
+        num_tiles,
+        qk_scale,
+        CAUSAL,
+    ):
+        self.q_desc = q_desc
+        self.k_desc = k_desc
+        self.v_desc = v_desc
+        self.o_desc = o_desc
+        self.q_bufs = q_bufs
+        self.o_bufs = o_bufs
+        self.k_bufs = k_bufs
+        self.v_bufs = v_bufs
+        self.q_ready = q_ready
+        self.q_empty = q_empty
+        self.k_ready = k_ready
+        self.v_ready = v_ready
+        self.k_empty = k_empty
+        self.v_empty = v_empty
+        self.seq_len = seq_len
+        self.q_heads = q_heads
+        self.group = group
+        self.num_tiles = num_tiles
+        self.qk_scale = qk_scale
+        self.CAUSAL = gl.constexpr(CAUSAL)
+
+
+@gluon.jit
+def _tile(ps: _Persist, tile):
+    """Tile ``tile``'s first query row (flattened), first key row (flattened), query start within
+    its sequence and number of key blocks. Tiles run head by head; within a head, causal tiles
+    go longest first."""
+    BLOCK_N: gl.constexpr = ps.k_bufs.type.shape[1]
+    m_blocks = ps.seq_len // BLOCK_M
+    seq_head = tile // m_blocks
+    m_block = tile % m_blocks
+    if ps.CAUSAL:
+        m_block = m_blocks - 1 - m_block
+    seq = seq_head // ps.q_heads
+    kv_heads = ps.q_heads // ps.group
+    kv_head = (seq_head % ps.q_heads) // ps.group
+    q_start = m_block * BLOCK_M
+    q_row = seq_head * ps.seq_len + q_start
+    kv_row = (seq * kv_heads + kv_head) * ps.seq_len
+    if ps.CAUSAL:  # noqa: SIM108 - constexpr branches read better in a kernel
+        key_blocks = gl.cdiv(q_start + BLOCK_M, BLOCK_N)
+    else:
+        key_blocks = ps.seq_len // BLOCK_N
+    return q_row, kv_row, q_start, key_blocks
+
+
+@gluon.jit
+def _p_producer(ps: _Persist):
+    """One warp: for each tile of this program, both consumers' Q (once their previous Q is
+    released), then K_j and V_j into the ring. The ring's counter runs on across tiles."""
+    NUM_STAGES: gl.constexpr = ps.k_bufs.type.shape[0]
+    BLOCK_N: gl.constexpr = ps.k_bufs.type.shape[1]
+    done = 0  # tiles this program finished
+    ring = 0  # key blocks streamed so far, all tiles
+    for tile in range(gl.program_id(0), ps.num_tiles, gl.num_programs(0)):
+        q_row, kv_row, _q_start, key_blocks = _tile(ps, tile)
+        for w in gl.static_range(2):
+            # Consumer w releases its Q buffer after its last Q·Kᵀ of the previous tile.
+            mbarrier.wait(ps.q_empty.index(w), (done & 1) ^ 1)
+            mbarrier.expect(ps.q_ready.index(w), ps.q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                ps.q_desc, [q_row + w * ROWS_PER_CONSUMER, 0], ps.q_ready.index(w), ps.q_bufs.index(w)
+            )
+        for j in range(key_blocks):
+            g = ring + j
+            stage = g % NUM_STAGES
+            free_phase = ((g // NUM_STAGES) & 1) ^ 1
+            mbarrier.wait(ps.k_empty.index(stage), free_phase)
+            mbarrier.expect(ps.k_ready.index(stage), ps.k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                ps.k_desc, [kv_row + j * BLOCK_N, 0], ps.k_ready.index(stage), ps.k_bufs.index(stage)
+            )
+            mbarrier.wait(ps.v_empty.index(stage), free_phase)
+            mbarrier.expect(ps.v_ready.index(stage), ps.v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                ps.v_desc, [kv_row + j * BLOCK_N, 0], ps.v_ready.index(stage), ps.v_bufs.index(stage)
+            )
+        ring += key_blocks
+        done += 1  # noqa: SIM113 - a Gluon loop over a strided range
+
+
+@gluon.jit
+def _p_softmax(s, m_i, l_i, rows, start_n, qk_scale, masked, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
+    """The bundled kernel's online softmax step (the sequence length is a multiple of BLOCK_N
+    here, so only the causal diagonal is ever masked)."""
+    BLOCK_N: gl.constexpr = s.shape[1]
+    if CAUSAL:  # noqa: SIM102 - a constexpr test, then a runtime one
+        if masked:
+            cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    alpha = gl.exp2(m_i - m_new)
+    l_new = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, m_new, l_new
+
+
+@gluon.jit
+def _p_consumer(ps: _Persist, WARP_GROUP: gl.constexpr):
+    """Rows [64·WARP_GROUP, +64) of each tile of this program: the bundled consumer's loop, per
+    tile, with the ring's stage and phase taken from a counter that runs on across tiles."""
+    NUM_STAGES: gl.constexpr = ps.k_bufs.type.shape[0]
+    BLOCK_N: gl.constexpr = ps.k_bufs.type.shape[1]
+    HEAD_DIM: gl.constexpr = ps.k_bufs.type.shape[2]
+    dtype: gl.constexpr = ps.k_bufs.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    s_rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+    q_buf = ps.q_bufs.index(WARP_GROUP)
+    o_buf = ps.o_bufs.index(WARP_GROUP)
+    zeros_s = gl.zeros([ROWS_PER_CONSUMER, BLOCK_N], gl.float32, layout=s_layout)
+
+    done = 0
+    ring = 0
+    for tile in range(gl.program_id(0), ps.num_tiles, gl.num_programs(0)):
+        q_row, _kv_row, q_start, key_blocks = _tile(ps, tile)
+        row0 = q_start + WARP_GROUP * ROWS_PER_CONSUMER
+        rows = row0 + gl.arange(0, ROWS_PER_CONSUMER, layout=s_rows)
+        # Causal: blocks from the one holding this warp group's first row need the mask.
+        first_masked = row0 // BLOCK_N
+        m_i = gl.full([ROWS_PER_CONSUMER], float("-inf"), gl.float32, layout=s_rows)
+        l_i = gl.zeros([ROWS_PER_CONSUMER], gl.float32, layout=s_rows)
+        acc = gl.zeros([ROWS_PER_CONSUMER, HEAD_DIM], gl.float32, layout=o_layout)
+
+        mbarrier.wait(ps.q_ready.index(WARP_GROUP), done & 1)
+        stage = ring % NUM_STAGES
+        mbarrier.wait(ps.k_ready.index(stage), (ring // NUM_STAGES) & 1)
+        s_tok = warpgroup_mma(
+            q_buf, ps.k_bufs.index(stage).permute((1, 0)), zeros_s, use_acc=False, is_async=True
+        )
+        s = warpgroup_mma_wait(0, deps=(s_tok, q_buf, ps.k_bufs.index(stage)))[0]
+        mbarrier.arrive(ps.k_empty.index(stage), count=1)
+        p, alpha, m_i, l_i = _p_softmax(
+            s, m_i, l_i, rows, 0, ps.qk_scale, first_masked == 0, ps.CAUSAL, s_layout
+        )
+        p_prev = gl.convert_layout(p.to(dtype), p_layout, assert_trivial=True)
+
+        for j in range(1, key_blocks):
+            g = ring + j
+            stage = g % NUM_STAGES
+            prev = (g - 1) % NUM_STAGES
+            mbarrier.wait(ps.k_ready.index(stage), (g // NUM_STAGES) & 1)
+            s_tok = warpgroup_mma(
+                q_buf, ps.k_bufs.index(stage).permute((1, 0)), zeros_s, use_acc=False, is_async=True
+            )
+            mbarrier.wait(ps.v_ready.index(prev), ((g - 1) // NUM_STAGES) & 1)
+            acc_tok = warpgroup_mma(p_prev, ps.v_bufs.index(prev), acc, is_async=True)
+            s = warpgroup_mma_wait(1, deps=(s_tok, q_buf, ps.k_bufs.index(stage)))[0]
+            mbarrier.arrive(ps.k_empty.index(stage), count=1)
+            p, alpha, m_i, l_i = _p_softmax(
+                s, m_i, l_i, rows, j * BLOCK_N, ps.qk_scale, j >= first_masked, ps.CAUSAL, s_layout
+            )
+            p_new = gl.convert_layout(p.to(dtype), p_layout, assert_trivial=True)
+            acc, p_prev, _ = warpgroup_mma_wait(0, deps=(acc_tok, p_prev, ps.v_bufs.index(prev)))
+            mbarrier.arrive(ps.v_empty.index(prev), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, o_rows, assert_trivial=True), 1)
+            p_prev = p_new
+
+        # Every wgmma that read Q has completed: the producer may load the next tile's Q.
+        mbarrier.arrive(ps.q_empty.index(WARP_GROUP), count=1)
+        g = ring + key_blocks - 1
+        last = g % NUM_STAGES
+        mbarrier.wait(ps.v_ready.index(last), (g // NUM_STAGES) & 1)
+        acc_tok = warpgroup_mma(p_prev, ps.v_bufs.index(last), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(acc_tok, p_prev, ps.v_bufs.index(last)))[0]
+        mbarrier.arrive(ps.v_empty.index(last), count=1)
+
+        out = acc / gl.expand_dims(gl.convert_layout(l_i, o_rows, assert_trivial=True), 1)
+        # The previous tile's store must have read O's buffer before it is overwritten.
+        tma.store_wait(pendings=0)
+        o_buf.store(out.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(ps.o_desc, [q_row + WARP_GROUP * ROWS_PER_CONSUMER, 0], o_buf)
+        ring += key_blocks
+        done += 1  # noqa: SIM113 - a Gluon loop over a strided range
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _p_consumer_0(ps: _Persist):
+    _p_consumer(ps, 0)
+
+
+@gluon.jit
+def _p_consumer_1(ps: _Persist):
+    _p_consumer(ps, 1)
+
+
+@gluon.jit
+def _attention_persistent(
+    q_desc,
+    k_desc,
+    v_desc,
+    o_desc,  #
+    qk_scale,
+    seq_len,
+    q_heads,
+    group,
+    num_tiles,  #
+    CAUSAL: gl.constexpr,
+    HEAD_DIM: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    NUM_STAGES: gl.constexpr,
+):
+    dtype: gl.constexpr = q_desc.dtype
+    q_layout: gl.constexpr = q_desc.layout
+    kv_layout: gl.constexpr = k_desc.layout
+    q_bufs = gl.allocate_shared_memory(dtype, [2, ROWS_PER_CONSUMER, HEAD_DIM], q_layout)
+    o_bufs = gl.allocate_shared_memory(dtype, [2, ROWS_PER_CONSUMER, HEAD_DIM], q_layout)
+    k_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    v_bufs = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], kv_layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for w in gl.static_range(2):
+        mbarrier.init(q_ready.index(w), count=1)
+        mbarrier.init(q_empty.index(w), count=1)  # one arrive: consumer w's
+    for s in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=2)
+        mbarrier.init(v_empty.index(s), count=2)
+    fence_async_shared()
+    ps = _Persist(
+        q_desc,
+        k_desc,
+        v_desc,
+        o_desc,
+        q_bufs,
+        o_bufs,
+        k_bufs,
+        v_bufs,
+        q_ready,
+        q_empty,
+        k_ready,
+        v_ready,
+        k_empty,
+        v_empty,
+        gl.to_tensor(seq_len),
+        gl.to_tensor(q_heads),
+        gl.to_tensor(group),
+        gl.to_tensor(num_tiles),
+        gl.to_tensor(qk_scale),
+        CAUSAL,
+    )
+    gl.warp_specialize(
+        [
+            (_p_consumer_0, (ps,)),
+            (_p_consumer_1, (ps,)),
+            (_p_producer, (ps,)),
+        ],
+        [4, 1],
+        [_CONSUMER_REGS, _PRODUCER_REGS],
+    )
+
+
+_SMS: dict[int, int] = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SMS:
+        _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SMS[index]
+
+
+def _persistent_ok(q: torch.Tensor) -> bool:
+    """Sequences that are whole query and key tiles (every SPEC prefill shape)."""
+    block_n, _ = _TILES[q.shape[-1]]
+    return q.shape[2] % BLOCK_M.value == 0 and q.shape[2] % block_n == 0
+
+
+def _persistent_forward(q, k, v, causal, sm_scale):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    batch, q_heads, seq_len, head_dim = q.shape
+    kv_heads = k.shape[1]
+    q, k, v = _aligned(q), _aligned(k), _aligned(v)
+    o = torch.empty_like(q)
+    block_n, num_stages = _TILES[head_dim]
+    gdtype = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+    q_layout = gl.NVMMASharedLayout.get_default_for([ROWS_PER_CONSUMER.value, head_dim], gdtype)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([block_n, head_dim], gdtype)
+    rows = ROWS_PER_CONSUMER.value
+
+    def desc(x, block, layout):
+        return TensorDescriptor.from_tensor(x.view(-1, head_dim), [block, head_dim], layout)
+
+    num_tiles = (seq_len // BLOCK_M.value) * batch * q_heads
+    # One program per SM (shared memory allows one), each walking tiles p, p + P, ...: which
+    # program runs a tile changes with the batch, the tile's arithmetic does not.
+    grid = (min(num_tiles, _sm_count(q.device)),)
+    _attention_persistent[grid](
+        desc(q, rows, q_layout),
+        desc(k, block_n, kv_layout),
+        desc(v, block_n, kv_layout),
+        desc(o, rows, q_layout),  #
+        sm_scale * LOG2E,
+        seq_len,
+        q_heads,
+        q_heads // kv_heads,
+        num_tiles,  #
+        CAUSAL=bool(causal),
+        HEAD_DIM=head_dim,
+        BLOCK_N=block_n,
+        NUM_STAGES=num_stages,  #
+        num_warps=4,
+        maxnreg=_LAUNCH_MAXNREG,
+    )
+    return o
+
+
 # ---- the portable path: the seed's flash forward ----------------------------------------
 
 
@@ -554,5 +950,7 @@ def _hopper_path(q: torch.Tensor) -> bool:
 
 def kernel(q, k, v, causal, sm_scale):
     if _hopper_path(q):
+        if _persistent_ok(q):
+            return _persistent_forward(q, k, v, causal, sm_scale)
         return _hopper_forward(q, k, v, causal, sm_scale)
     return _portable_forward(q, k, v, causal, sm_scale)

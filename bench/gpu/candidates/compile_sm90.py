@@ -224,12 +224,12 @@ def attention_gluon(keep: Path | None, sweep: bool) -> int:
 
 
 def attention_persistent(keep: Path | None, sweep: bool) -> int:
-    """The persistent Gluon forward (``attention_prefill_persistent.py``) at its pinned tiles, bf16,
-    host TMA descriptors over the flattened heads."""
+    """The bundled kernel's persistent Gluon forward at its pinned tiles, bf16, host TMA descriptors
+    over the flattened heads."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    mod = _load("attention_prefill_persistent")
+    mod = _load("attention_prefill_gluon")
     fn = mod._attention_persistent
     rows = mod.ROWS_PER_CONSUMER.value
     fails = 0

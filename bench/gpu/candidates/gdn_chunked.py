@@ -43,9 +43,11 @@ import triton
 import triton.language as tl
 
 CHUNK = 64  # tokens per chunk, the same for every batch and length
-STATE_BLOCK_V = 32  # value columns per state-walk program
+# Value columns per state-walk program, and the prepare kernel's warps: pinned from the H200 runs of
+# 2026-12-02 (64 and 4: 0.94x fla geomean in the gate's benchmark; 32 and 8 were 0.66x).
+STATE_BLOCK_V = 64
 OUTPUT_BLOCK_V = 64  # value columns per output program
-PREPARE_WARPS = 8
+PREPARE_WARPS = 4
 STATE_WARPS = 4
 STATE_STAGES = 2  # software pipelining of the chunk walk's loads
 OUTPUT_WARPS = 4

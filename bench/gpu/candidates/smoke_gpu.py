@@ -44,8 +44,7 @@ DTYPE = torch.bfloat16
 CANDIDATES = {
     "attention_prefill_tma_ws": "attention_prefill",
     "gemm_persistent_tma": "gemm",
-    "attention_prefill_gluon": "attention_prefill",  # the bundled kernel's Gluon forward
-    "attention_prefill_persistent": "attention_prefill",  # the same, persistent for whole-tile sequences
+    "attention_prefill_gluon": "attention_prefill",  # the bundled kernel (Gluon forwards)
 }
 # Candidates that became bundled kernels are read from there.
 BUNDLED = {"attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py"}

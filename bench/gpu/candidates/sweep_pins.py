@@ -60,6 +60,14 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+# Errors after which the CUDA context is unusable: every later launch fails the same way.
+_STICKY = ("illegal memory access", "unspecified launch failure", "misaligned address", "illegal instruction")
+
+
+def _sticky(exc: BaseException) -> bool:
+    return any(s in str(exc) for s in _STICKY)
+
+
 def main(plan: list[Sweep]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -118,6 +126,25 @@ def main(plan: list[Sweep]) -> int:
                     ms, err = t.ms, None
                 except Exception as exc:  # a setting that does not compile or run
                     ms, err = None, f"{type(exc).__name__}: {str(exc)[:200]}"
+                    if _sticky(exc):
+                        out.write(
+                            json.dumps(
+                                {
+                                    "task": task_name,
+                                    "impl": "candidate",
+                                    "setting": table,
+                                    "workload": w.name,
+                                    "error": err,
+                                }
+                            )
+                            + "\n"
+                        )
+                        print(
+                            f"{task_name} {table}: {err.splitlines()[0]}; the CUDA context is lost, "
+                            "so the sweep stops here (rerun without this setting)",
+                            flush=True,
+                        )
+                        return 3
                 rate = gb[w.name] / (ms / 1e3) if ms else None
                 ratio = rate / best[w.name] if rate and best.get(w.name) else None
                 row: dict[str, Any] = {"task": task_name, "impl": "candidate", "setting": table}
