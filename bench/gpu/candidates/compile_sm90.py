@@ -36,7 +36,10 @@ ALIGNED = [["tt.divisibility", 16]]
 
 
 # Candidates that became bundled kernels are read from there.
-BUNDLED = {"attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py"}
+BUNDLED = {
+    "attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py",
+    "gdn_chunked": HERE.parents[2] / "nodice" / "kernels" / "gdn.py",
+}
 
 
 def _load(name: str):

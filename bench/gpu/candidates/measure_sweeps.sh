@@ -6,7 +6,7 @@
 #
 # Usage (from the repository root):
 #   OUT=/some/dir bench/gpu/candidates/measure_sweeps.sh SWEEP=CANDIDATE:TASK ...
-#   e.g. moe=moe_tiles:moe gdn=gdn_chunked:gdn gemm=gemm_tiles:gemm gemm=gemm_splitk:gemm
+#   e.g. moe=moe_tiles:moe gdn=gdn:gdn gemm=gemm_splitk:gemm
 # The sweep script is sweep_<CANDIDATE>.py where there is one (sweep_gemm_splitk.py), else
 # sweep_<SWEEP>.py (sweep_gemm.py for gemm_tiles); its results are named after the script.
 #   SWEEP_SECONDS=150   time for each sweep;  CHECK_SECONDS=150   limit for each gate
@@ -28,8 +28,11 @@ for spec in "$@"; do
   task=${rest##*:}
   script=sweep_$sweep
   [ -f "$here/sweep_$candidate.py" ] && script=sweep_$candidate
-  if [ ! -f "$here/$script.py" ] || [ ! -f "$here/$candidate.py" ]; then
-    echo "measure_sweeps.sh: no $here/$script.py or $here/$candidate.py" | tee -a "$log"
+  # A candidate next to this script, else a bundled kernel (gdn=gdn:gdn is nodice/kernels/gdn.py).
+  file=$here/$candidate.py
+  [ -f "$file" ] || file=nodice/kernels/$candidate.py
+  if [ ! -f "$here/$script.py" ] || [ ! -f "$file" ]; then
+    echo "measure_sweeps.sh: no $here/$script.py or $here/$candidate.py (or nodice/kernels/$candidate.py)" | tee -a "$log"
     continue
   fi
   echo "== $sweep: $script ($(date -u +%H:%M:%S))" | tee -a "$log"
@@ -37,7 +40,7 @@ for spec in "$@"; do
     --out "$OUT/r/$script.jsonl" --seconds "${SWEEP_SECONDS:-150}") >>"$log" 2>&1
   echo "$sweep: $script exit status $?" | tee -a "$log"
   pack
-  timeout "$((${CHECK_SECONDS:-150} + 10))" python3 -m nodice check "$here/$candidate.py" --task "$task" \
+  timeout "$((${CHECK_SECONDS:-150} + 10))" python3 -m nodice check "$file" --task "$task" \
     --device cuda --bench --json --timeout "${CHECK_SECONDS:-150}" >"$OUT/r/check_$candidate.json" 2>>"$log"
   echo "$candidate: nodice check exit status $? (0 pass, 1 rejected, 2 error, 124 timeout)" | tee -a "$log"
   pack

@@ -1,9 +1,10 @@
 """Sweep the chunked gated delta net candidate against the seed and fla (GPU, bf16).
 
 The seed (``nodice/examples/gdn/seed.py``, the recurrence token by token), every library
-baseline that loads (fla's ``chunk_gated_delta_rule``), and ``gdn_chunked.py`` under each pin
-table (``sweep_pins.py``), on every ``gdn`` workload. A table fixes the chunk size for every
-workload it runs on, as the candidate does for every batch.
+baseline that loads (fla's ``chunk_gated_delta_rule``), and the bundled chunked kernel
+(``nodice/kernels/gdn.py``) under each pin table (``sweep_pins.py``), on every ``gdn``
+workload. A table fixes the chunk size for every workload it runs on, as the kernel does for
+every batch.
 
     python3 bench/gpu/candidates/sweep_gdn.py --out $OUT/sweep_gdn.jsonl [--seconds 200]
 """
@@ -42,7 +43,8 @@ def _tables() -> list[dict[str, int]]:
     return tables
 
 
-PLAN = [Sweep("gdn", ROOT / "nodice" / "examples" / "gdn" / "seed.py", "seed", "gdn_chunked.py", _tables)]
+SEED = ROOT / "nodice" / "examples" / "gdn" / "seed.py"
+PLAN = [Sweep("gdn", SEED, "seed", ROOT / "nodice" / "kernels" / "gdn.py", _tables)]
 
 if __name__ == "__main__":
     sys.exit(main(PLAN))

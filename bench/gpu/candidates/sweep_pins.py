@@ -41,7 +41,7 @@ class Sweep:
     task: str
     reference: Path
     reference_name: str
-    candidate: str
+    candidate: str | Path  # a file name next to this script, or a path (a bundled kernel)
     tables: Callable[[], list[dict[str, Any]]]
     # The workloads the pin tables are timed on (the candidate's own settings run on every one);
     # None: every workload.

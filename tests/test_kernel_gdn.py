@@ -1,4 +1,4 @@
-"""bench/gpu/candidates/gdn_chunked.py under Triton's interpreter: the chunked form against the
+"""The bundled gdn kernel (nodice/kernels/gdn.py) under Triton's interpreter: the chunked form against the
 gdn task's reference across chunk boundaries, and one sequence alone vs inside a batch (CPU)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from nodice.tasks.base import Sample
 from tests.conftest import ROOT
 
 CPU = torch.device("cpu")
-CANDIDATE = ROOT / "bench" / "gpu" / "candidates" / "gdn_chunked.py"
+CANDIDATE = ROOT / "nodice" / "kernels" / "gdn.py"
 
 
 @pytest.fixture(scope="module")
