@@ -1,8 +1,10 @@
 """Dynamic BI validation (SPEC §4).
 
 Fix a target sample (plus a few *witness* samples, which add evidence at no
-extra batch cost); run each alone at batch 1, twice, to get its reference bits
-and expose run-to-run nondeterminism; then run them inside every context the
+extra batch cost); run each alone at batch 1 to get its reference bits, the
+target and the first witnesses twice, to expose run-to-run nondeterminism (a
+witness that differs later is run alone again before it is reported, so that
+nondeterminism is named as such); then run them inside every context the
 task admits, with fresh batchmates, and compare bitwise. Stop at the first
 mismatch. Finally repeat the largest context on identical inputs, which
 catches atomics whose order changes from run to run.
@@ -74,6 +76,14 @@ def _scalar(t: torch.Tensor, index: list[int]) -> float:
 # whose samples sit on the outputs' first axis gives up the tracked ones with one indexing op per
 # output (``Task.select_stacked``), not a view per row. On CPU little of this shows; on CUDA each tiny
 # op is a launch (~5 µs) and each read of a device value a round trip (~10-20 µs).
+
+# Tracked samples run twice alone at batch 1 (the target and the first witnesses): a second run
+# that differs from the first is run-to-run nondeterminism (float atomics, racy reductions), which
+# shows on any input, so a few samples expose it; the other witnesses run alone once, for their
+# reference bits (on CUDA they are most of the stage's calls: 64 a problem for rmsnorm). A witness
+# that later differs in a context is run alone again before the mismatch is reported, so that
+# nondeterminism is still named as such.
+RERUN_ALONE = 4
 
 # Phases of the stage that ``DynamicReport.phases`` times (milliseconds; the rest is bookkeeping).
 PHASES = ("inputs", "kernel", "select", "compare")
@@ -260,18 +270,19 @@ def validate(
         rerun: dict[str, Any] = {"name": "batch=1,rerun", "batch_size": 1, "position": 0}
         if variant:
             rerun["variant"] = variant
-        for s in targets:
-            for outputs in (alone, again):
+        for i, s in enumerate(targets):
+            for outputs in (alone, again) if i < RERUN_ALONE else (alone,):
                 args, out = runner.run(problem, [s], gen)
                 outputs.append(runner.select(out, [0], args))
         done.append("batch=1,rerun")
         with runner.phase("compare"):
             reference = _Packed.join(alone)
-            m = _first_mismatch(task, [(label, rerun) for label in labels], reference, _Packed.join(again))
+            reran = [(label, rerun) for label in labels[: len(again)]]
+            m = _first_mismatch(task, reran, reference, _Packed.join(again))
         if m is not None:
             return report(m)
         del alone, again
-        found = _run_contexts(task, runner, problem, gen, group, targets, reference, labels, done)
+        found = _run_contexts(task, runner, problem, gen, group, targets, reference, labels, done, rerun)
         if isinstance(found, Mismatch):
             return report(found)
         if found is not None and (largest is None or found[0].batch_size > largest[0].batch_size):
@@ -314,11 +325,15 @@ def _run_contexts(
     reference: _Packed,
     labels: list[str],
     done: list[str],
+    rerun: dict[str, Any],
 ) -> Mismatch | tuple[BIContext, tuple[Any, ...], dict[int, int]] | None:
     """Run one problem's contexts: the first mismatch, else the largest context's batch for the rerun.
 
     ``reference`` holds the targets' batch-1 outputs in target order; a context tracks the target and
-    its first witnesses, so their reference is a prefix of it.
+    its first witnesses, so their reference is a prefix of it. A tracked sample that differs and was
+    not run twice alone is run alone again first: if that differs from its reference too, the kernel
+    is nondeterministic at batch 1, and the mismatch is reported there (``rerun``), not as the
+    context's.
     """
     n_witness = len(targets) - 1
     largest: tuple[BIContext, tuple[Any, ...], dict[int, int]] | None = None
@@ -343,6 +358,13 @@ def _run_contexts(
                 task, [(labels[t], where | {"position": slot}) for t, slot in slots.items()], reference, got
             )
         if m is not None:
+            t = labels.index(m.sample)
+            if t >= RERUN_ALONE:
+                alone_args, out = runner.run(problem, [targets[t]], gen)
+                again = runner.select(out, [0], alone_args)
+                with runner.phase("compare"):
+                    nondeterministic = _compare(task, m.sample, rerun, reference.sample(t), again.sample(0))
+                return nondeterministic or m
             return m
         if largest is None or b > largest[0].batch_size:
             largest = (ctx, args, slots)
