@@ -6,7 +6,7 @@
 #
 # Usage (from the repository root):
 #   OUT=/some/dir bench/gpu/candidates/measure_sweeps.sh SWEEP=CANDIDATE:TASK ...
-#   e.g. moe=moe_tiles:moe gdn=gdn:gdn gemm=gemm_splitk:gemm
+#   e.g. moe=moe:moe gdn=gdn:gdn gemm=gemm_splitk:gemm
 # The sweep script is sweep_<CANDIDATE>.py where there is one (sweep_gemm_splitk.py), else
 # sweep_<SWEEP>.py (sweep_gemm.py for gemm_tiles); its results are named after the script.
 #   SWEEP_SECONDS=150   time for each sweep;  CHECK_SECONDS=150   limit for each gate

@@ -1,36 +1,42 @@
-"""MoE candidate: the seed's kernels with expert tiles sized from the rows an expert gets.
+"""MoE (top-k routing, SwiGLU experts, weighted combine): the seed's kernels with pinned expert tiles.
 
-The seed pads every expert's (token, slot) rows to 32-row tiles. At decode sizes an expert gets
-one or two rows (16 tokens × top-8 over 128 experts), so most of each tile's MMA and of its weight
-reads serve padding; at prefill an expert gets hundreds of rows and 32-row tiles re-read its
-weights many times. This version picks ``BLOCK_M`` from the expected rows per active expert
-(``T·top_k`` pairs over ``min(E, T·top_k)`` experts), and pins warps and pipeline depth per kernel.
+Four Triton kernels, as in the seed (``nodice/examples/moe/seed.py``): ``_route`` (softmax over the
+router logits, top-k by repeated argmax, weights renormalised), a host-side grouping of the
+(token, slot) rows expert by expert with each expert padded to whole tiles (``group_by_expert``),
+``_gate_up_swiglu`` and ``_down`` (grouped GEMMs, one program per (expert tile, column block)), and
+``_combine`` (each token's slots summed in slot order).
 
-Batch invariance: ``BLOCK_M`` tiles the rows of a grouped GEMM, a non-reduction axis. A row's
-dot products accumulate over ``H`` (then ``I``) in the same ``BLOCK_K`` steps (``BLOCK_K`` comes
-from the weights' shapes only) whatever the tile height, and a tile holds rows of one expert only,
-so the padding rows never meet a real row's sums. On Hopper the MMA's k-steps accumulate in order
-whatever the tile shape (the gemm task's ``tile_config_from_m`` example is bitwise invariant on
-the H200 for 16- and 128-row tiles); the dynamic stage checks it on the device. Routing and the
-slot-order combine are the seed's.
+What changed against the seed is the tiling: 64-row expert tiles (the seed's 32 re-read every
+expert's weights twice as often at prefill), 128 output columns, 4 warps and 4 pipeline stages in
+both grouped GEMMs. The values were read off a sweep on the H200 (``bench/gpu/candidates/
+sweep_moe.py``, 2026-12-02): a tile height chosen from the expected rows per active expert
+(16–128) was slower than 64 rows for every batch (0.84× against 0.90× the best baseline's
+geomean in the same sweep).
+
+Batch invariance: nothing here depends on the batch. ``BLOCK_M``, ``BLOCK_N`` and the launch
+settings are constants; ``BLOCK_K`` comes from the weights' shapes. A row's dot products
+accumulate over ``H`` (then ``I``) in the same ``BLOCK_K`` steps whatever else is in its tile,
+and a tile holds rows of one expert only, so padding rows never meet a real row's sums. The
+grouping is a stable sort (an expert's rows in token order), and the combine adds a token's slots
+in slot order. No atomics, no split-K.
+
+Measured on the H200 (2026-12-02, torch 2.11, Triton 3.6; the whole gate passed on CUDA;
+``bench/results/candidates_h200_2026-12-02_evening/check_moe_tiles_pinned.json``): 0.79× Liger's
+fused MoE geomean over the twelve workloads (1.01–1.13× on three of the four prefill rows,
+0.43–0.77× at 256-token decode), 0.90× torch's ``grouped_mm``; the seed is 0.69× Liger.
 """
 
 import torch
 import triton
 import triton.language as tl
 
-# Rows per expert tile, from the expected rows per active expert: the first height that holds
-# them, else the last.
-BLOCK_M_CHOICES = (16, 32, 64, 128)
-# Output columns per tile, and the largest reduction step (from the weights' shapes).
+# Rows per expert tile and output columns per tile, for every batch; the largest reduction step
+# (the actual one comes from the weights' shapes).
+BLOCK_M = 64
 BLOCK_N = 128
 MAX_BLOCK_K = 64
 GATE_UP_WARPS, GATE_UP_STAGES = 4, 4
 DOWN_WARPS, DOWN_STAGES = 4, 4
-# One tile height for every batch instead of the rule. Pinned at 64 from the H200 sweep of
-# 2026-12-02 (with BLOCK_N = 128 and 4 stages: 0.90x the best baseline geomean, against 0.84x for
-# the rule at BLOCK_N = 64 and 3 stages); the rule stays for the sweep (None).
-BLOCK_M_OVERRIDE = 64
 # Tokens per routing / combine program.
 BLOCK_T = 16
 
@@ -207,15 +213,6 @@ def group_by_expert(ids: torch.Tensor, n_experts: int, block_m: int):
     return row_pair, tile_expert, pair_row
 
 
-def _block_m(n_tokens: int, n_experts: int, top_k: int) -> int:
-    pairs = n_tokens * top_k
-    rows_per_expert = triton.cdiv(pairs, max(1, min(n_experts, pairs)))
-    for block_m in BLOCK_M_CHOICES:
-        if rows_per_expert <= block_m:
-            return block_m
-    return BLOCK_M_CHOICES[-1]
-
-
 def kernel(x, router_logits, w_gate_up, w_down, top_k):
     n_tokens, hidden = x.shape
     n_experts, inter = w_down.shape[0], w_down.shape[2]
@@ -237,7 +234,7 @@ def kernel(x, router_logits, w_gate_up, w_down, top_k):
         BLOCK_E=triton.next_power_of_2(n_experts),
         BLOCK_TOPK=triton.next_power_of_2(top_k),
     )
-    block_m = BLOCK_M_OVERRIDE or _block_m(n_tokens, n_experts, top_k)
+    block_m = BLOCK_M
     row_pair, tile_expert, pair_row = group_by_expert(ids.long(), n_experts, block_m)
     n_tiles = tile_expert.numel()
     act = torch.empty((n_tiles * block_m, inter), dtype=x.dtype, device=x.device)

@@ -1,0 +1,50 @@
+"""The bundled MoE kernel (nodice/kernels/moe.py) on CPU, under Triton's interpreter: it passes the
+whole gate, and its tiles change no arithmetic (its output is the seed's, bit for bit)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from nodice.gate.pipeline import check
+from nodice.gate.runtime import prepare
+from nodice.tasks import get_task
+from tests.conftest import ROOT
+
+CPU = torch.device("cpu")
+BUNDLED = ROOT / "nodice" / "kernels" / "moe.py"
+SEED = ROOT / "nodice" / "examples" / "moe" / "seed.py"
+
+
+def _load(path: Path) -> ModuleType:
+    prepare(CPU)  # the interpreter, with the gate's deterministic tl.dot
+    spec = importlib.util.spec_from_file_location(f"moe_{path.parent.name}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_bundled_kernel_passes_the_gate_on_cpu() -> None:
+    r = check(BUNDLED, "moe", device="cpu", seed=0)
+    assert r.verdict == "pass", r.reason
+
+
+def test_its_pins_depend_on_no_batch_dimension() -> None:
+    mod = _load(BUNDLED)
+    assert not hasattr(mod, "_block_m") and (mod.BLOCK_M, mod.BLOCK_N) == (64, 128)
+
+
+@pytest.mark.parametrize("tokens", [1, 5, 40])
+def test_its_output_is_the_seeds_bit_for_bit(tokens: int) -> None:
+    task = get_task("moe")
+    gen = torch.Generator().manual_seed(tokens)
+    problem = task.problem(gen, CPU, torch.float32)
+    args = task.compose(problem, [task.sample(problem, gen) for _ in range(tokens)], gen)
+    bundled, seed = _load(BUNDLED).kernel(*args), _load(SEED).kernel(*args)
+    assert bundled.shape == seed.shape and bundled.dtype == seed.dtype
+    assert torch.equal(bundled.view(torch.int32), seed.view(torch.int32))
