@@ -66,6 +66,12 @@ def dynamic_stage(task: Any, fn: Any, path: Path, device: torch.device, seed: in
     return {"ms": ms, **totals, "phases": phases}
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (results name no machine's folders)."""
+    root = EXAMPLES.parent.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def bench_task(
     name: str, candidate: Path | None, device: torch.device, n: int, guards: bool
 ) -> dict[str, Any]:
@@ -100,7 +106,7 @@ def bench_task(
         runs.append(run)
     mid = sorted(runs, key=lambda r: r["ms"])[len(runs) // 2]
     return {
-        "candidate": str(path),
+        "candidate": _shown(path),
         "dtype": str(dtype).removeprefix("torch."),
         "median_ms": round(statistics.median(r["ms"] for r in runs), 1),
         "min_ms": round(min(r["ms"] for r in runs), 1),
