@@ -26,6 +26,7 @@ from nodice.bench.baselines import BaselineUnavailable, baselines_for, find_base
 from nodice.bench.baselines.flashinfer_prefill import (
     CONFIGURATIONS,
     SPLIT_TOKENS,
+    WORKSPACE_BYTES,
     RaggedBatch,
     dense_from_ragged,
     dense_prefill,
@@ -35,6 +36,7 @@ from nodice.bench.baselines.flashinfer_prefill import (
     ragged_from_varlen,
     refusal,
     varlen_prefill,
+    workspace_bytes,
 )
 from nodice.bench.baselines.norms import quack_layer_norm
 from nodice.gate.correctness import compare
@@ -275,3 +277,19 @@ def test_quack_layer_norm_adapter_hands_fp32_affine_parameters_and_computes_the_
     ok, detail, _ = compare(task, call(), task.reference(*args), torch.bfloat16)
     assert ok, detail
     assert args[1].dtype == torch.bfloat16 and seen == [(torch.float32, torch.float32)]
+
+
+def test_the_fixed_split_workspace_is_sized_from_the_batch() -> None:
+    # The H200 run of 2026-12-02 (bench/results/candidates_h200_2026-12-02_evening): with a 1 GiB
+    # float workspace, plan() overflowed on exactly the SPEC-grid rows whose split partials need more.
+    failed = {"mha16-s16k", "mha16-s32k", "gqa32x8-s8k", "gqa32x8-s16k", "gqa32x8-s32k"}
+    failed |= {"gqa32x4-s8k", "gqa32x4-s16k", "gqa32x4-s32k"}
+    for name, heads in (("mha16", 16), ("gqa32x8", 32), ("gqa32x4", 32)):
+        for seq in (4096, 8192, 16384, 32768):
+            batch = 32768 // seq
+            indptr = torch.arange(0, (batch + 1) * seq, seq, dtype=torch.int32)
+            q = torch.empty(batch * seq, heads, 128, dtype=torch.bfloat16, device="meta")
+            ragged = RaggedBatch(q, q, q, indptr, indptr, True, 0.1)
+            need = workspace_bytes(ragged, SPLIT_TOKENS)
+            assert (need > WORKSPACE_BYTES) == (f"{name}-s{seq // 1024}k" in failed)
+            assert workspace_bytes(ragged, None) == WORKSPACE_BYTES  # no split, no partials

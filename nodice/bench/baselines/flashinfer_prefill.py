@@ -33,8 +33,13 @@ from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared,
 
 # Tokens per KV split in the deterministic configuration (the ragged KV has pages of one token).
 SPLIT_TOKENS = 4096
-# The float workspace holds split partial outputs and their LSEs; 1 GiB, as for the decode wrapper.
+# The float workspace holds split partial outputs and their LSEs: at least 1 GiB, as for the decode
+# wrapper, and more where a fixed split cuts long sequences into many parts (``workspace_bytes``).
 WORKSPACE_BYTES = 1 << 30
+# FlashInfer pads each request's queries to its query tile (at most 128 rows) when it lays out the
+# split partials; the margin covers its alignment of each buffer.
+QUERY_TILE = 128
+WORKSPACE_MARGIN_BYTES = 64 << 20
 # Head dims FlashInfer's prefill kernels are instantiated for.
 HEAD_DIMS = (64, 128, 256)
 
@@ -95,6 +100,22 @@ def ragged_from_varlen(*args: Any) -> RaggedBatch:
     )
 
 
+def workspace_bytes(batch: RaggedBatch, split_tokens: int | None) -> int:
+    """The float workspace ``batch`` needs: one fp32 partial output and LSE per query row, head and
+    KV split (FA2 with a fixed split size keeps ``ceil(kv_len / split)`` of them per row), padded per
+    request to the query tile; never less than :data:`WORKSPACE_BYTES`. A 1 GiB buffer overflowed in
+    ``plan()`` from 16K-token sequences on (8 splits of 4096 tokens: 4.3 GB at 32K tokens, 32 heads)."""
+    if not split_tokens:
+        return WORKSPACE_BYTES
+    kv_lens = (batch.kv_indptr[1:] - batch.kv_indptr[:-1]).tolist()
+    requests = len(kv_lens)
+    splits = max(1, max((-(-n // split_tokens) for n in kv_lens), default=1))
+    rows = batch.q.shape[0] + requests * QUERY_TILE
+    heads, head_dim = batch.q.shape[1], batch.q.shape[2]
+    need = splits * rows * heads * (head_dim + 1) * 4
+    return max(WORKSPACE_BYTES, need + WORKSPACE_MARGIN_BYTES)
+
+
 def plan_arguments(batch: RaggedBatch, extra: Configuration) -> tuple[tuple[Any, ...], Configuration]:
     """``BatchPrefillWithRaggedKVCacheWrapper.plan``'s arguments for ``batch`` (``extra``: its pins)."""
     positional = (batch.qo_indptr, batch.kv_indptr, batch.q.shape[1], batch.k.shape[1], batch.q.shape[2])
@@ -150,8 +171,10 @@ def flashinfer_ragged(configuration: str) -> RaggedAttention:
         if why:
             raise ValueError(why)
         device = batch.q.device
-        if device not in workspaces:
-            workspaces[device] = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        need = workspace_bytes(batch, pins.get("fixed_split_size"))
+        if device not in workspaces or workspaces[device].numel() < need:
+            # Earlier wrappers keep the smaller buffer they were built on alive as long as they live.
+            workspaces[device] = torch.zeros(need, dtype=torch.uint8, device=device)
         # A wrapper holds one plan: a fresh one per prepared batch keeps earlier closures valid.
         wrapper = wrapper_cls(workspaces[device], "NHD", **init)
         positional, keywords = plan_arguments(batch, pins)
