@@ -121,35 +121,26 @@ def main(plan: list[Sweep]) -> int:
             for w in workloads if chosen is None else [w for w in workloads if chosen(w)]:
                 ms: float | None
                 err: str | None
+                lost = False
                 try:
                     t = measure(cand.kernel, inputs[w.name], device)
                     ms, err = t.ms, None
                 except Exception as exc:  # a setting that does not compile or run
                     ms, err = None, f"{type(exc).__name__}: {str(exc)[:200]}"
-                    if _sticky(exc):
-                        out.write(
-                            json.dumps(
-                                {
-                                    "task": task_name,
-                                    "impl": "candidate",
-                                    "setting": table,
-                                    "workload": w.name,
-                                    "error": err,
-                                }
-                            )
-                            + "\n"
-                        )
-                        print(
-                            f"{task_name} {table}: {err.splitlines()[0]}; the CUDA context is lost, "
-                            "so the sweep stops here (rerun without this setting)",
-                            flush=True,
-                        )
-                        return 3
+                    lost = _sticky(exc)
                 rate = gb[w.name] / (ms / 1e3) if ms else None
                 ratio = rate / best[w.name] if rate and best.get(w.name) else None
                 row: dict[str, Any] = {"task": task_name, "impl": "candidate", "setting": table}
                 row.update(workload=w.name, ms=ms, gbps=rate, error=err, vs_best_baseline=ratio)
                 out.write(json.dumps(row) + "\n")
+                if lost:
+                    out.flush()
+                    print(
+                        f"{task_name} {table}: {err.splitlines()[0] if err else ''}; the CUDA context is "
+                        "lost, so the sweep stops here (rerun without this setting)",
+                        flush=True,
+                    )
+                    return 3
                 if ratio:
                     vs_best.append(ratio)
             out.flush()
