@@ -13,6 +13,7 @@ import torch
 from nodice.errors import OutputSpecError
 from nodice.evaluation.guards import (
     RULES,
+    cached_output,
     fake_output,
     harness_tampering,
     library_call,
@@ -320,3 +321,48 @@ def test_guardian_probes_name_the_rule(candidate: str, rule: str) -> None:
     with pytest.raises(CheatDetected) as caught:
         _guard(candidate)
     assert caught.value.rule == rule
+
+
+def test_cached_output_refill_stays_inside_the_tasks_domain() -> None:
+    """gdn's gate is a negative log-decay and beta a probability: new values keep them so."""
+    task = get_task("gdn")
+    gen = torch.Generator().manual_seed(5)
+    problem = task.problem(gen, CPU, torch.float32)
+    args = task.compose(problem, [task.sample(problem, gen) for _ in range(2)], gen)
+    before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    pointers = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+    fresh = task.compose(problem, [task.sample(problem, gen) for _ in range(2)], gen)
+    cached_output.refill_in_place(args, gen, fresh)
+    g, beta = args[3], args[4]
+    assert [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args] == pointers
+    for old, new in zip(before[:5], args[:5], strict=True):
+        assert not torch.equal(old, new)
+    assert bool((g < 0).all()) and bool(((beta > 0) & (beta < 1)).all())
+    # Without new draws the values are noise at the inputs' scale, which leaves the domain.
+    noisy = task.compose(problem, [task.sample(problem, gen) for _ in range(2)], gen)
+    cached_output.refill_in_place(noisy, gen)
+    assert bool((noisy[3] > 0).any() or (noisy[4] < 0).any() or (noisy[4] > 1).any())
+
+
+def test_guardian_passes_a_correct_kernel_that_assumes_the_tasks_domain(tmp_path: Path) -> None:
+    """An honest gdn kernel undefined outside the documented domain is not called a cache."""
+    source = tmp_path / "domain.py"
+    source.write_text(
+        "import torch\n\n"
+        "def kernel(q, k, v, g, beta, scale):\n"
+        "    if bool((g > 0).any()) or bool(((beta <= 0) | (beta >= 1)).any()):\n"
+        "        return torch.full_like(v, float('nan'))\n"
+        "    b, t, h, dk = q.shape\n"
+        "    s = torch.zeros(b, h, dk, v.shape[-1], dtype=torch.float32)\n"
+        "    o = torch.empty_like(v)\n"
+        "    for i in range(t):\n"
+        "        qi, ki, vi = q[:, i].float(), k[:, i].float(), v[:, i].float()\n"
+        "        s = s * torch.exp(g[:, i].float())[..., None, None]\n"
+        "        u = beta[:, i].float()[..., None] * (vi - torch.einsum('bhk,bhkv->bhv', ki, s))\n"
+        "        s = s + ki[..., None] * u[..., None, :]\n"
+        "        o[:, i] = (scale * torch.einsum('bhk,bhkv->bhv', qi, s)).to(v.dtype)\n"
+        "    return o\n"
+    )
+    guardian = Guardian(get_task("gdn"), CPU, torch.float32, seed=0)
+    guardian(load_candidate(source, "kernel", 6))
+    assert guardian.violation is None and guardian.guarded is not None

@@ -159,3 +159,27 @@ def test_a_flood_of_output_is_dropped_and_the_kernel_judged(tmp_path: Path) -> N
     with ResultStore(store) as s:
         (stored,) = list(s.evaluations())
     assert stored.log == e.log
+
+
+def test_a_kernels_first_launch_counts_as_compilation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a compiled kernel (and building its launcher) is bracketed like a compilation,
+    even when it fails (here: no GPU driver), and an already loaded kernel sends nothing."""
+    from multiprocessing import Pipe
+
+    from triton.compiler.compiler import CompiledKernel
+
+    from nodice.evaluation import heartbeat
+
+    monkeypatch.setattr(CompiledKernel, "_init_handles", CompiledKernel._init_handles)
+    parent, child = Pipe()
+    heartbeat._hook_triton_loads(heartbeat.Heartbeat(child))
+    heartbeat._hook_triton_loads(heartbeat.Heartbeat(child))  # installed once
+    kernel = CompiledKernel.__new__(CompiledKernel)
+    kernel.module = None
+    with pytest.raises(Exception):  # noqa: B017 - Triton's own error on a machine without a GPU
+        kernel._init_handles()
+    assert [parent.recv(), parent.recv()] == [("compile", "start"), ("compile", "end")]
+    assert not parent.poll()
+    kernel.module = object()
+    kernel._init_handles()
+    assert not parent.poll()

@@ -2,7 +2,10 @@
 
 Stages and steps come from the gate's progress hooks (``nodice.gate.progress``);
 Triton compilations from Triton's JIT hooks, which run before and after every
-compilation. Steps of one kind are sent at most every ``STEP_EVERY_S``: a step
+compilation, and from a compiled kernel's first launch, which loads its binary (and,
+in the Triton versions that build one, compiles its C launcher with the host's
+compiler: seconds per kernel signature, for a candidate of many kernels the larger
+part of its first call). Steps of one kind are sent at most every ``STEP_EVERY_S``: a step
 whose start went unsent only makes its deadline earlier by that much, and the
 pipe stays quiet during hundreds of millisecond calls.
 """
@@ -48,6 +51,7 @@ class Heartbeat:
         """Listen to the gate's progress and to Triton's compilations, in this process."""
         progress.listen(self._stage, self._step)
         _hook_triton_compiles(self)
+        _hook_triton_loads(self)
 
 
 def _hook_triton_compiles(beat: Heartbeat) -> None:
@@ -71,3 +75,26 @@ def _hook_triton_compiles(beat: Heartbeat) -> None:
 
     runtime.jit_cache_hook = compiling
     runtime.jit_post_compile_hook = compiled
+
+
+def _hook_triton_loads(beat: Heartbeat) -> None:
+    """A compiled kernel's handles (binary load, launcher build) count as compilation too."""
+    try:
+        from triton.compiler.compiler import CompiledKernel
+    except ImportError:
+        return
+    load = getattr(CompiledKernel, "_init_handles", None)
+    if load is None or getattr(load, "_nodice_heartbeat", False):
+        return
+
+    def loading(self: Any) -> Any:
+        if getattr(self, "module", None) is not None:  # already loaded: a no-op in Triton too
+            return load(self)
+        beat.send("compile", "start")
+        try:
+            return load(self)
+        finally:
+            beat.send("compile", "end")
+
+    loading._nodice_heartbeat = True  # type: ignore[attr-defined]
+    CompiledKernel._init_handles = loading  # type: ignore[method-assign]
