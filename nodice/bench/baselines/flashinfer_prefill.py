@@ -101,18 +101,28 @@ def ragged_from_varlen(*args: Any) -> RaggedBatch:
 
 
 def workspace_bytes(batch: RaggedBatch, split_tokens: int | None) -> int:
-    """The float workspace ``batch`` needs: one fp32 partial output and LSE per query row, head and
-    KV split (FA2 with a fixed split size keeps ``ceil(kv_len / split)`` of them per row), padded per
-    request to the query tile; never less than :data:`WORKSPACE_BYTES`. A 1 GiB buffer overflowed in
-    ``plan()`` from 16K-token sequences on (8 splits of 4096 tokens: 4.3 GB at 32K tokens, 32 heads)."""
+    """The float workspace ``batch`` needs; never less than :data:`WORKSPACE_BYTES`.
+
+    FA2's ``plan()`` packs a request's query heads of one KV head into its query rows
+    (``qo_len · Hq/Hkv`` rows, padded to the query tile) and, with a fixed split size, keeps
+    ``ceil(kv_len / split)`` fp32 partial outputs and LSEs per packed row for each of the
+    ``Hq`` heads (FlashInfer's ``PrefillPlan``: ``num_qo_heads · padded_batch_size · cta_tile_q``
+    rows), and none where no request is split. A 1 GiB buffer overflowed from 16K-token sequences
+    on; a size without the packing factor still overflowed on the GQA rows (8.7 GB at 16K tokens,
+    32 query heads over 8)."""
     if not split_tokens:
         return WORKSPACE_BYTES
     kv_lens = (batch.kv_indptr[1:] - batch.kv_indptr[:-1]).tolist()
-    requests = len(kv_lens)
-    splits = max(1, max((-(-n // split_tokens) for n in kv_lens), default=1))
-    rows = batch.q.shape[0] + requests * QUERY_TILE
+    qo_lens = (batch.qo_indptr[1:] - batch.qo_indptr[:-1]).tolist()
     heads, head_dim = batch.q.shape[1], batch.q.shape[2]
-    need = splits * rows * heads * (head_dim + 1) * 4
+    group = max(1, heads // max(1, batch.k.shape[1]))
+    if all(kv <= split_tokens for kv in kv_lens):
+        return WORKSPACE_BYTES  # no request is split: plan() keeps no partials
+    rows = 0
+    for qo, kv in zip(qo_lens, kv_lens, strict=True):
+        tiles = -(-(qo * group) // QUERY_TILE)
+        rows += tiles * QUERY_TILE * max(1, -(-kv // split_tokens))
+    need = rows * heads * (head_dim + 1) * 4
     return max(WORKSPACE_BYTES, need + WORKSPACE_MARGIN_BYTES)
 
 
