@@ -3,11 +3,10 @@
 Stages and steps come from the gate's progress hooks (``nodice.gate.progress``);
 Triton compilations from Triton's JIT hooks, which run before and after every
 compilation, and from a compiled kernel's first launch, which loads its binary (and,
-in the Triton versions that build one, compiles its C launcher with the host's
-compiler: seconds per kernel signature, for a candidate of many kernels the larger
-part of its first call). Steps of one kind are sent at most every ``STEP_EVERY_S``: a step
-whose start went unsent only makes its deadline earlier by that much, and the
-pipe stays quiet during hundreds of millisecond calls.
+in the Triton versions that build one, compiles its C launcher). Steps of one kind
+are sent at most every ``STEP_EVERY_S``: a step whose start went unsent only makes
+its deadline earlier by that much, and the pipe stays quiet during hundreds of
+millisecond calls.
 """
 
 from __future__ import annotations

@@ -114,10 +114,10 @@ def workspace_bytes(batch: RaggedBatch, split_tokens: int | None) -> int:
         return WORKSPACE_BYTES
     kv_lens = (batch.kv_indptr[1:] - batch.kv_indptr[:-1]).tolist()
     qo_lens = (batch.qo_indptr[1:] - batch.qo_indptr[:-1]).tolist()
-    heads, head_dim = batch.q.shape[1], batch.q.shape[2]
-    group = max(1, heads // max(1, batch.k.shape[1]))
     if all(kv <= split_tokens for kv in kv_lens):
         return WORKSPACE_BYTES  # no request is split: plan() keeps no partials
+    heads, head_dim = batch.q.shape[1], batch.q.shape[2]
+    group = max(1, heads // max(1, batch.k.shape[1]))
     rows = 0
     for qo, kv in zip(qo_lens, kv_lens, strict=True):
         tiles = -(-(qo * group) // QUERY_TILE)
