@@ -48,3 +48,20 @@ def test_its_output_is_the_seeds_bit_for_bit(tokens: int) -> None:
     bundled, seed = _load(BUNDLED).kernel(*args), _load(SEED).kernel(*args)
     assert bundled.shape == seed.shape and bundled.dtype == seed.dtype
     assert torch.equal(bundled.view(torch.int32), seed.view(torch.int32))
+
+
+@pytest.mark.parametrize(
+    ("tokens", "experts", "top_k", "block_m"),
+    [(1, 8, 2, 64), (5, 128, 8, 64), (300, 8, 2, 64), (77, 60, 4, 16), (1000, 128, 8, 64)],
+)
+def test_its_one_kernel_grouping_is_the_seeds_torch_grouping(
+    tokens: int, experts: int, top_k: int, block_m: int
+) -> None:
+    # Several placing programs, several counting steps (1000·8 pairs), experts that are not a power
+    # of two, and experts that get no rows: the same layout as the seed's argsort/bincount grouping.
+    gen = torch.Generator().manual_seed(tokens + experts)
+    ids = torch.stack([torch.randperm(experts, generator=gen)[:top_k] for _ in range(tokens)]).to(torch.int32)
+    got = _load(BUNDLED).group_by_expert(ids, experts, block_m)
+    want = _load(SEED).group_by_expert(ids.long(), experts, block_m)
+    for name, g, w in zip(("row_pair", "tile_expert", "pair_row"), got, want, strict=True):
+        assert torch.equal(g.long(), w.long()), name

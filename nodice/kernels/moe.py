@@ -1,12 +1,13 @@
 """MoE (top-k routing, SwiGLU experts, weighted combine): the seed's kernels with pinned expert tiles.
 
-Four Triton kernels, as in the seed (``nodice/examples/moe/seed.py``): ``_route`` (softmax over the
-router logits, top-k by repeated argmax, weights renormalised), a host-side grouping of the
-(token, slot) rows expert by expert with each expert padded to whole tiles (``group_by_expert``),
-``_gate_up_swiglu`` and ``_down`` (grouped GEMMs, one program per (expert tile, column block)), and
-``_combine`` (each token's slots summed in slot order).
+Five Triton kernels: ``_route`` (softmax over the router logits, top-k by repeated argmax, weights
+renormalised, as in the seed), ``_group`` (the (token, slot) rows laid out expert by expert, each
+expert padded to whole tiles: a counting sort in one launch, where the seed's torch grouping takes
+a dozen small kernels and a device-to-host sync in ``torch.bincount``), ``_gate_up_swiglu`` and
+``_down`` (grouped GEMMs, one program per (expert tile, column block)), and ``_combine`` (each
+token's slots summed in slot order).
 
-What changed against the seed is the tiling: 64-row expert tiles (the seed's 32 re-read every
+The other change against the seed is the tiling: 64-row expert tiles (the seed's 32 re-read every
 expert's weights twice as often at prefill), 128 output columns, 4 warps and 4 pipeline stages in
 both grouped GEMMs. The values were read off a sweep on the H200 (``bench/gpu/candidates/
 sweep_moe.py``, 2026-12-02): a tile height chosen from the expected rows per active expert
@@ -39,6 +40,11 @@ GATE_UP_WARPS, GATE_UP_STAGES = 4, 4
 DOWN_WARPS, DOWN_STAGES = 4, 4
 # Tokens per routing / combine program.
 BLOCK_T = 16
+# Pairs placed per grouping program, and tiles labelled per step of it.
+GROUP_CHUNK = 128
+GROUP_TILES = 64
+# Ids histogrammed per step when a grouping program counts every expert's rows.
+GROUP_COUNT_CHUNK = 2048
 
 
 @triton.jit
@@ -183,33 +189,86 @@ def _combine(
     tl.store(y_ptr + tokens[:, None] * hidden + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _group(
+    ids_ptr,
+    row_pair_ptr,
+    pair_row_ptr,
+    tile_expert_ptr,
+    n_pairs,
+    n_experts,
+    n_tiles,
+    BLOCK_M: tl.constexpr,
+    CHUNK: tl.constexpr,
+    COUNT_CHUNK: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    TILES: tl.constexpr,
+):
+    # Program c places the pairs c·CHUNK … c·CHUNK + CHUNK - 1. Every program histograms all the
+    # ids itself (integer counts, read from L2): no second launch, no device-wide sync, no atomics.
+    c = tl.program_id(0)
+    experts = tl.arange(0, BLOCK_E)
+    offs = tl.arange(0, CHUNK)
+    total = tl.zeros([BLOCK_E], dtype=tl.int32)
+    before = tl.zeros([BLOCK_E], dtype=tl.int32)
+    for j in range(0, n_pairs, COUNT_CHUNK):
+        idx = j + tl.arange(0, COUNT_CHUNK)
+        ok = idx < n_pairs
+        e = tl.load(ids_ptr + idx, mask=ok, other=0)
+        total += tl.histogram(e, BLOCK_E, mask=ok)
+        before += tl.histogram(e, BLOCK_E, mask=idx < c * CHUNK)
+    padded = (total + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    padded_end = tl.cumsum(padded, 0)
+    seg_start = padded_end - padded
+    # This chunk's pairs, in pair order: an expert's rows stay in token order (a stable layout).
+    idx = c * CHUNK + offs
+    ok = idx < n_pairs
+    e = tl.load(ids_ptr + idx, mask=ok, other=BLOCK_E)
+    same = (e[:, None] == e[None, :]) & (offs[None, :] < offs[:, None])
+    rank = tl.sum(same.to(tl.int32), axis=1)
+    onehot = e[:, None] == experts[None, :]
+    base = tl.sum(tl.where(onehot, (seg_start + before)[None, :], 0), axis=1)
+    dest = base + rank
+    tl.store(row_pair_ptr + dest, idx, mask=ok)
+    tl.store(pair_row_ptr + idx, dest, mask=ok)
+    # The expert of each tile: how many experts' padded ranges end at or before the tile's start.
+    end_ok = tl.where(experts < n_experts, padded_end, 2**30)
+    for t0 in range(c * TILES, n_tiles, tl.num_programs(0) * TILES):
+        tiles = t0 + tl.arange(0, TILES)
+        done = tl.sum((end_ok[None, :] <= (tiles * BLOCK_M)[:, None]).to(tl.int32), axis=1)
+        tl.store(tile_expert_ptr + tiles, tl.where(done < n_experts, done, -1), mask=tiles < n_tiles)
+
+
 def group_by_expert(ids: torch.Tensor, n_experts: int, block_m: int):
     """Lay the (token, slot) rows out expert by expert, each expert padded to whole tiles.
 
-    Returns ``row_pair`` (the pair index ``token·top_k + slot`` held by each
-    grouped row, -1 for padding), ``tile_expert`` (the expert of each tile, -1
-    past the end) and ``pair_row`` (where each pair's row landed). Sizes are
-    upper bounds computed from the shapes alone, so nothing waits for the GPU.
+    ``ids`` holds each pair's expert (int32, pair index ``token·top_k + slot``). Returns
+    ``row_pair`` (the pair held by each grouped row, -1 for padding), ``tile_expert`` (the expert
+    of each tile, -1 past the end) and ``pair_row`` (where each pair's row landed). Sizes are upper
+    bounds computed from the shapes alone, and one kernel does the counting sort, so nothing waits
+    for the GPU (``torch.bincount`` would: it reads the largest id back to size its output).
     """
     flat = ids.reshape(-1)
     n_pairs = flat.numel()
-    # A stable sort keeps an expert's rows in token order: a deterministic layout.
-    order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=n_experts)
-    padded = (counts + block_m - 1) // block_m * block_m
-    padded_end = torch.cumsum(padded, 0)
-    start = torch.cumsum(counts, 0) - counts
-    expert_of_sorted = flat[order]
-    rank = torch.arange(n_pairs, device=ids.device) - start[expert_of_sorted]
-    dest = padded_end[expert_of_sorted] - padded[expert_of_sorted] + rank
     n_tiles = triton.cdiv(n_pairs + n_experts * (block_m - 1), block_m)
     row_pair = torch.full((n_tiles * block_m,), -1, dtype=torch.int32, device=ids.device)
-    row_pair[dest] = order.to(torch.int32)
-    tile_start = torch.arange(n_tiles, device=ids.device) * block_m
-    tile_expert = torch.searchsorted(padded_end, tile_start, right=True).to(torch.int32)
-    tile_expert = torch.where(tile_expert < n_experts, tile_expert, -1).to(torch.int32)
     pair_row = torch.empty(n_pairs, dtype=torch.int32, device=ids.device)
-    pair_row[order] = dest.to(torch.int32)
+    tile_expert = torch.empty(n_tiles, dtype=torch.int32, device=ids.device)
+    _group[(triton.cdiv(n_pairs, GROUP_CHUNK),)](
+        flat,
+        row_pair,
+        pair_row,
+        tile_expert,
+        n_pairs,
+        n_experts,
+        n_tiles,
+        BLOCK_M=block_m,
+        CHUNK=GROUP_CHUNK,
+        COUNT_CHUNK=GROUP_COUNT_CHUNK,
+        BLOCK_E=triton.next_power_of_2(n_experts),
+        TILES=GROUP_TILES,
+        num_warps=4,
+    )
     return row_pair, tile_expert, pair_row
 
 
@@ -235,7 +294,7 @@ def kernel(x, router_logits, w_gate_up, w_down, top_k):
         BLOCK_TOPK=triton.next_power_of_2(top_k),
     )
     block_m = BLOCK_M
-    row_pair, tile_expert, pair_row = group_by_expert(ids.long(), n_experts, block_m)
+    row_pair, tile_expert, pair_row = group_by_expert(ids, n_experts, block_m)
     n_tiles = tile_expert.numel()
     act = torch.empty((n_tiles * block_m, inter), dtype=x.dtype, device=x.device)
     _gate_up_swiglu[(n_tiles, triton.cdiv(inter, BLOCK_N))](
