@@ -21,10 +21,11 @@ and a tile holds rows of one expert only, so padding rows never meet a real row'
 grouping is a stable sort (an expert's rows in token order), and the combine adds a token's slots
 in slot order. No atomics, no split-K.
 
-Measured on the H200 (2026-12-02, torch 2.11, Triton 3.6; the whole gate passed on CUDA;
-``bench/results/candidates_h200_2026-12-02_evening/check_moe_tiles_pinned.json``): 0.79× Liger's
-fused MoE geomean over the twelve workloads (1.01–1.13× on three of the four prefill rows,
-0.43–0.77× at 256-token decode), 0.90× torch's ``grouped_mm``; the seed is 0.69× Liger.
+Measured on the H200 (2026-12-03, torch 2.11, Triton 3.6; the whole gate passed on CUDA;
+``bench/results/h200_2026-12-03/call1/check_moe.json``): 58.1 TFLOP/s geomean over the twelve
+workloads, 1.31–2.33× torch's ``grouped_mm`` at eleven of them and 0.81× at mixtral-8x7b-prefill4k
+(eight experts of ~1000 rows: a dense GEMM, where cuBLAS's tiles win); 1.06–2.08× Liger's fused MoE.
+With the seed's torch grouping the same GEMMs measured 33.4 TFLOP/s (0.93× ``grouped_mm``).
 """
 
 import torch
