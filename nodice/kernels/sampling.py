@@ -7,12 +7,14 @@ the request's own program from its own row, parameters and seed.
 
 The passes over a row (each reads the logits again; at B ≤ 64 they come from L2):
 
-1. **Max, first argmax and the softmax normaliser** in one pass (an online rescale per chunk).
+1. **Max, first argmax and the softmax normaliser** in one pass (an online rescale per chunk);
+   where the request has a top-k, the same pass counts the first digit of the select below.
    Greedy requests stop here.
 2. **Top-k** (only when 0 < k < V): the k-th largest order-preserving uint32 key, found exactly
-   by four 8-bit radix passes: each histograms the next digit of the keys that share the digits
-   found so far (``tl.histogram``: integer counts), then picks the digit where the count from
-   the top reaches the remaining k. Kept: keys ≥ that key. One more pass sums the kept mass.
+   digit by digit (10, 11 and 11 bits): each step histograms the next digit of the keys that share
+   the digits found so far (``tl.histogram``: integer counts), then picks the digit where the
+   count from the top reaches the remaining k. The first digit's counts come from pass 1, so the
+   select costs two passes. Kept: keys ≥ that key. One more pass sums the kept mass.
 3. **The draw with top-p by rejection.** Draw a token from the current candidate set
    (keys ≥ ``lo``; at first the top-k set) by an inverse-CDF walk in vocabulary order with one
    uniform ``tl.rand(seed, round)``; one pass sums the mass strictly above the drawn token. If
@@ -49,9 +51,9 @@ MAX_ROWS = 128
 NUM_WARPS = 16
 # Rejection rounds before the boundary is bisected instead.
 MAX_DRAWS = 8
-# Radix digits of the top-k select: 4 passes of 8 bits over the 32-bit keys.
-DIGIT_BITS = 8
-BINS = 256
+# Radix digits of the top-k select over the 32-bit keys: 10 bits (counted in the first pass), then
+# two passes of 11 bits.
+BINS = 2048
 BIG = 2**31 - 1
 LOG2E = 1.4426950408889634
 
@@ -140,10 +142,20 @@ def _sample(
     row_max = tl.full([ROWS], float("-inf"), tl.float32)
     arg_max = tl.full([ROWS], 0, tl.int32)
     total = tl.zeros([ROWS], tl.float32)
+    any_k = tl.max(do_k.to(tl.int32), axis=0) > 0
+    r = tl.arange(0, ROWS)[:, None]
+    hist0 = tl.zeros([ROWS, BINS], tl.int32)
     for start in range(0, vocab, BLOCK_V):
         cols = start + cols0
         ok = row_ok[:, None] & (cols[None, :] < vocab)
         x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
+        if any_k:
+            # The top-k select's first digit: the keys' top 10 bits, counted while the row is here.
+            top = (_ukey(x) >> 22).to(tl.int32) + r * BINS
+            k_ok = tl.reshape(ok & do_k[:, None], [ROWS * BLOCK_V])
+            hist0 += tl.reshape(
+                tl.histogram(tl.reshape(top, [ROWS * BLOCK_V]), ROWS * BINS, mask=k_ok), [ROWS, BINS]
+            )
         chunk_max = tl.max(x, axis=1)
         chunk_arg = tl.min(tl.where(x == chunk_max[:, None], cols[None, :], BIG), axis=1)
         new_max = tl.maximum(row_max, chunk_max)
@@ -155,30 +167,31 @@ def _sample(
     row_max = tl.where(row_ok, row_max, 0.0)
     max_key = _ukey(row_max)
 
-    # Top-k: the k-th largest key, 8 bits per pass; `prefix` holds the digits found so far and
-    # `k_left` how many of the k lie at or below the current bracket.
+    # Top-k: the k-th largest key, one digit per step (10, 11, 11 bits); `prefix` holds the digits
+    # found so far and `k_left` how many of the k lie at or below the current bracket.
     lo = tl.zeros([ROWS], tl.uint32)
     mass = total
-    if tl.max(do_k.to(tl.int32), axis=0) > 0:
+    if any_k:
         digits = tl.arange(0, BINS)
         prefix = tl.zeros([ROWS], tl.uint32)
         k_left = top_k
-        r = tl.arange(0, ROWS)[:, None]
-        for step in tl.static_range(4):
-            shift = 24 - 8 * step
-            hist = tl.zeros([ROWS, BINS], tl.int32)
-            for start in range(0, vocab, BLOCK_V):
-                cols = start + cols0
-                ok = do_k[:, None] & (cols[None, :] < vocab)
-                x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
-                key = _ukey(x)
-                if shift < 24:
-                    ok = ok & ((key >> (shift + 8)) == (prefix[:, None] >> (shift + 8)))
-                digit = ((key >> shift) & (BINS - 1)).to(tl.int32)
-                flat = tl.reshape(digit + r * BINS, [ROWS * BLOCK_V])
-                hist += tl.reshape(
-                    tl.histogram(flat, ROWS * BINS, mask=tl.reshape(ok, [ROWS * BLOCK_V])), [ROWS, BINS]
-                )
+        for step in tl.static_range(3):
+            shift = 22 - 11 * step
+            if step == 0:
+                hist = hist0
+            else:
+                hist = tl.zeros([ROWS, BINS], tl.int32)
+                for start in range(0, vocab, BLOCK_V):
+                    cols = start + cols0
+                    ok = do_k[:, None] & (cols[None, :] < vocab)
+                    x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
+                    key = _ukey(x)
+                    ok = ok & ((key >> (shift + 11)) == (prefix[:, None] >> (shift + 11)))
+                    digit = ((key >> shift) & (BINS - 1)).to(tl.int32)
+                    flat = tl.reshape(digit + r * BINS, [ROWS * BLOCK_V])
+                    hist += tl.reshape(
+                        tl.histogram(flat, ROWS * BINS, mask=tl.reshape(ok, [ROWS * BLOCK_V])), [ROWS, BINS]
+                    )
             # Count at or above each digit; the digit is the largest one whose count reaches k_left.
             at_or_above = tl.cumsum(hist, axis=1, reverse=True)
             pick = tl.max(tl.where(at_or_above >= k_left[:, None], digits[None, :], 0), axis=1)

@@ -5,7 +5,7 @@
 
 No hardware counters are needed: the kernel's passes depend on the request's parameters, so timing
 requests that take fewer passes and subtracting places the time. Kinds: ``greedy`` (the max pass
-only), ``top_p`` (the draw and the top-p test), ``top_k`` (four radix passes, the kept mass and the
+only), ``top_p`` (the draw and the top-p test), ``top_k`` (the radix select, the kept mass and the
 draw), ``top_k_p`` (all of them) and ``mix`` (the benchmark's draw of parameters), each at 1, 64
 and 256 requests of Llama-3's vocabulary (``--vocabs``), under the file's own pins and then each
 chunk/warps setting given by ``--settings`` (``MAX_BLOCK_V:NUM_WARPS``). Timing is nodice's CUDA
