@@ -14,10 +14,13 @@ The passes over a row (each reads the logits again; at B ≤ 64 they come from L
    digit by digit (10, 11 and 11 bits): each step histograms the next digit of the keys that share
    the digits found so far (``tl.histogram``: integer counts), then picks the digit where the
    count from the top reaches the remaining k. The first digit's counts come from pass 1, so the
-   select costs two passes. Kept: keys ≥ that key. One more pass sums the kept mass.
+   select costs two passes. Kept: keys ≥ that key. One more pass sums the kept mass and draws
+   the first token at the same time, chunk by chunk: a token drawn inside the chunk (inverse CDF,
+   one uniform) replaces the one held with probability chunk mass / mass so far (another), so
+   each kept token ends up drawn with probability w / kept mass, without knowing that mass first.
 3. **The draw with top-p by rejection.** Draw a token from the current candidate set
-   (keys ≥ ``lo``; at first the top-k set) by an inverse-CDF walk in vocabulary order with one
-   uniform ``tl.rand(seed, round)``; one pass sums the mass strictly above the drawn token. If
+   (keys ≥ ``lo``; at first the top-k set, whose first token is drawn already) by an inverse-CDF
+   walk in vocabulary order with one uniform ``tl.rand(seed, round)``; one pass sums the mass strictly above the drawn token. If
    that is below top_p × (top-k mass), the token is in the top-p set: done (with top_p ≥ 1 the
    test pass is skipped). Otherwise no token at or below it is in the set, so ``lo`` moves just
    above it and the next round draws again from the smaller set, whose mass is the sum just
@@ -31,7 +34,7 @@ Why it is batch-invariant:
 - one program per request (``ROWS`` requests per program only for small vocabularies, where the
   interpreter pays per operation; ``ROWS`` and the chunk ``BLOCK_V`` follow from V alone), and
   every reduction runs along the row's own vocabulary, chunk by chunk in the same order;
-- the uniforms come from the request's seed and the round number only — never its row index,
+- the uniforms come from the request's seed and the round (or chunk) number only — never its row index,
   the batch size or the batchmates' seeds;
 - a program that holds several requests loops until all of them are done, but a finished
   request's state no longer changes: its token is the one it would get alone;
@@ -55,6 +58,8 @@ MAX_DRAWS = 8
 # two passes of 11 bits.
 BINS = 2048
 BIG = 2**31 - 1
+# Random offsets of the kept-mass pass's draw (two per chunk), apart from the rounds' (0, 1, 2, ...).
+CHUNK_STREAM = 1 << 20
 LOG2E = 1.4426950408889634
 
 
@@ -123,6 +128,7 @@ def _sample(
     MAX_DRAWS: tl.constexpr,
     BIG: tl.constexpr,
     LOG2E: tl.constexpr,
+    CHUNK_STREAM: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < n_rows
@@ -171,6 +177,9 @@ def _sample(
     # found so far and `k_left` how many of the k lie at or below the current bracket.
     lo = tl.zeros([ROWS], tl.uint32)
     mass = total
+    zero = tl.zeros([ROWS], tl.int32)
+    first = tl.zeros([ROWS], tl.int32)
+    pre_drawn = tl.zeros([ROWS], tl.int1)
     if any_k:
         digits = tl.arange(0, BINS)
         prefix = tl.zeros([ROWS], tl.uint32)
@@ -199,26 +208,44 @@ def _sample(
             k_left = k_left - above
             prefix = prefix | (pick.to(tl.uint32) << shift)
         lo = tl.where(do_k, prefix, lo)
+        # One pass sums the kept mass and draws the first token with it, chunk by chunk: a token
+        # drawn inside the chunk (inverse CDF) replaces the one held with probability
+        # chunk mass / mass so far, which leaves each kept token drawn with probability w / mass.
         k_mass = tl.zeros([ROWS], tl.float32)
         for start in range(0, vocab, BLOCK_V):
             cols = start + cols0
             ok = do_k[:, None] & (cols[None, :] < vocab)
             x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
             w = tl.exp2((x - row_max[:, None]) * scale[:, None])
-            k_mass += tl.sum(tl.where(ok & (_ukey(x) >= lo[:, None]), w, 0.0), axis=1)
+            kept = ok & (_ukey(x) >= lo[:, None]) & (w > 0.0)
+            w = tl.where(kept, w, 0.0)
+            chunk_mass = tl.sum(w, axis=1)
+            k_mass += chunk_mass
+            offset = zero + (CHUNK_STREAM + 2 * (start // BLOCK_V))
+            hit = kept & (tl.cumsum(w, axis=1) > (tl.rand(seed, offset) * chunk_mass)[:, None])
+            pick = tl.min(tl.where(hit, cols[None, :], BIG), axis=1)
+            pick = tl.where(pick == BIG, tl.max(tl.where(kept, cols[None, :], 0), axis=1), pick)
+            take = (chunk_mass > 0.0) & (tl.rand(seed, offset + 1) * k_mass < chunk_mass)
+            first = tl.where(take, pick, first)
         mass = tl.where(do_k, k_mass, mass)
+        pre_drawn = do_k
 
     # The draw. Candidates: keys ≥ lo (keys below are out); keys ≥ hi are known to be kept.
     target = top_p * mass
     hi = max_key
     token = arg_max
     active = row_ok & ~greedy
-    zero = tl.zeros([ROWS], tl.int32)
     rnd = 0
     while tl.max(active.to(tl.int32), axis=0) > 0:
         if rnd < MAX_DRAWS:
-            u = tl.rand(seed, zero + rnd)
-            drawn = _draw(logits_ptr, base, active, vocab, row_max, scale, lo, u * mass, BLOCK_V, BIG)
+            # Top-k requests drew their first token in the kept-mass pass.
+            drawing = active & ~pre_drawn
+            drawn = first
+            if tl.max(drawing.to(tl.int32), axis=0) > 0:
+                u = tl.rand(seed, zero + rnd)
+                fresh = _draw(logits_ptr, base, drawing, vocab, row_max, scale, lo, u * mass, BLOCK_V, BIG)
+                drawn = tl.where(drawing, fresh, first)
+            pre_drawn = tl.zeros([ROWS], tl.int1)
             x_t = tl.load(logits_ptr + row_base + drawn, mask=active, other=0.0)
             piv = _ukey(x_t)
         else:
@@ -273,6 +300,7 @@ def kernel(logits, temperature, top_k, top_p, seed):
         MAX_DRAWS=MAX_DRAWS,
         BIG=BIG,
         LOG2E=LOG2E,
+        CHUNK_STREAM=CHUNK_STREAM,
         num_warps=NUM_WARPS,
     )
     return tokens
