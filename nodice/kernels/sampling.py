@@ -20,22 +20,23 @@ The passes over a row (each reads the logits again; at B ≤ 64 they come from L
    each kept token ends up drawn with probability w / kept mass, without knowing that mass first.
 3. **The draw with top-p by rejection.** Draw a token from the current candidate set
    (keys ≥ ``lo``; at first the top-k set, whose first token is drawn already) by an inverse-CDF
-   walk in vocabulary order with one uniform ``tl.rand(seed, round)``; one pass sums the mass strictly above the drawn token. If
-   that is below top_p × (top-k mass), the token is in the top-p set: done (with top_p ≥ 1 the
-   test pass is skipped). Otherwise no token at or below it is in the set, so ``lo`` moves just
-   above it and the next round draws again from the smaller set, whose mass is the sum just
-   computed. Each accepted draw is, conditionally, a draw from the exact filtered distribution.
-   After ``MAX_DRAWS`` rejections the boundary is found by bisection on the key instead (the same
-   test pass on a midpoint key; at most 32 steps), then one last draw: the worst case is bounded.
-   Most requests take one round: with top_p = 0.9 a draw lands in the set nine times in ten.
+   walk in vocabulary order with one uniform ``tl.rand(seed, round)``; one pass sums the mass
+   strictly above the drawn token. If that is below top_p × (top-k mass), the token is in the
+   top-p set: done (with top_p ≥ 1 the test pass is skipped). Otherwise no token at or below it
+   is in the set, so ``lo`` moves just above it and the next round draws again from the smaller
+   set, whose mass is the sum just computed. Each accepted draw is, conditionally, a draw from
+   the exact filtered distribution. After ``MAX_DRAWS`` rejections the boundary is found by
+   bisection on the key instead (the same test pass on a midpoint key; at most 32 steps), then
+   one last draw: the worst case is bounded. Most requests take one round: with top_p = 0.9 a
+   draw lands in the set nine times in ten.
 
 Why it is batch-invariant:
 
 - one program per request (``ROWS`` requests per program only for small vocabularies, where the
   interpreter pays per operation; ``ROWS`` and the chunk ``BLOCK_V`` follow from V alone), and
   every reduction runs along the row's own vocabulary, chunk by chunk in the same order;
-- the uniforms come from the request's seed and the round (or chunk) number only — never its row index,
-  the batch size or the batchmates' seeds;
+- the uniforms come from the request's seed and the round (or chunk) number only — never its row
+  index, the batch size or the batchmates' seeds;
 - a program that holds several requests loops until all of them are done, but a finished
   request's state no longer changes: its token is the one it would get alone;
 - integer histograms and fixed-order float sums: no atomics, no split over programs, and the
