@@ -1,7 +1,7 @@
-"""The bundled sampling kernel (nodice/kernels/sampling.py) under Triton's interpreter: tokens inside
-the exact top-k/top-p set, the empirical distribution within the task's total-variation bound (the
-rejection rounds, the bisection fallback and several chunks per row), greedy rows exactly the first
-argmax, and a request alone vs inside batches (CPU)."""
+"""The bundled sampling kernel (nodice/kernels/sampling.py) and its fewer-passes candidate under
+Triton's interpreter: tokens inside the exact top-k/top-p set, the empirical distribution within
+the task's total-variation bound (the rejection rounds, the bisection fallback and several chunks
+per row), greedy rows exactly the first argmax, and a request alone vs inside batches (CPU)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ from nodice.tasks.sampling import filtered_distribution, tv_bound
 from tests.conftest import ROOT
 
 CPU = torch.device("cpu")
-CANDIDATE = ROOT / "nodice" / "kernels" / "sampling.py"
+BUNDLED = ROOT / "nodice" / "kernels" / "sampling.py"
+# The same kernel with fewer passes for top-k requests (first digit counted in the max pass, the
+# first token drawn in the kept-mass pass), not yet bundled: it must pass the same tests.
+FEWER_PASSES = ROOT / "bench" / "gpu" / "candidates" / "sampling_fewer_passes.py"
 DRAWS = 1024
 
 
-@pytest.fixture(scope="module")
-def candidate() -> ModuleType:
+@pytest.fixture(scope="module", params=[BUNDLED, FEWER_PASSES], ids=["bundled", "fewer_passes"])
+def candidate(request: pytest.FixtureRequest) -> ModuleType:
     prepare(CPU)
-    spec = importlib.util.spec_from_file_location("sampling_bundled", CANDIDATE)
+    spec = importlib.util.spec_from_file_location(f"sampling_{request.param.stem}", request.param)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -22,15 +22,19 @@ export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/nodice-jit}
 runs=/tmp/nodice-evolve
 mkdir -p "$runs"
 log=$OUT/evolve.log
+# The run folders are packed after each task and again when the script is stopped (a caller's
+# time limit), so a cut run still brings its lineage back; the log is written line by line.
+pack() { tar -czf "$OUT/evolve_runs.tar.gz" -C "$runs" --exclude='*cache*' --exclude='__pycache__' . 2>/dev/null; }
+trap 'pack; exit 124' TERM INT
 for spec in "$@"; do
   task=${spec%%=*}
   seed=${spec#*=}
   echo "== $task from $seed ($(date -u +%H:%M:%S))" | tee -a "$log"
   t0=$(date +%s)
   timeout "$((${SECONDS_PER_TASK:-130} + 90))" python3 -m nodice evolve "$task" --device cuda --seed "$seed" \
-    --run-dir "$runs/$task" --time-budget "${SECONDS_PER_TASK:-130}" --rng-seed 0 2>&1 | tail -n 40 | tee -a "$log"
+    --run-dir "$runs/$task" --time-budget "${SECONDS_PER_TASK:-130}" --rng-seed 0 2>&1 | tee -a "$log" | tail -n 40
   echo "$task: exit ${PIPESTATUS[0]} after $(($(date +%s) - t0)) s" | tee -a "$log"
-  tar -czf "$OUT/evolve_runs.tar.gz" -C "$runs" --exclude='*cache*' --exclude='__pycache__' .
+  pack
 done
 python3 - "$runs" "$OUT/evolve_summary.json" <<'PY' 2>&1 | tee -a "$log"
 import json, sqlite3, sys

@@ -7,36 +7,30 @@ the request's own program from its own row, parameters and seed.
 
 The passes over a row (each reads the logits again; at B ≤ 64 they come from L2):
 
-1. **Max, first argmax and the softmax normaliser** in one pass (an online rescale per chunk);
-   where the request has a top-k, the same pass counts the first digit of the select below.
+1. **Max, first argmax and the softmax normaliser** in one pass (an online rescale per chunk).
    Greedy requests stop here.
 2. **Top-k** (only when 0 < k < V): the k-th largest order-preserving uint32 key, found exactly
-   digit by digit (10, 11 and 11 bits): each step histograms the next digit of the keys that share
-   the digits found so far (``tl.histogram``: integer counts), then picks the digit where the
-   count from the top reaches the remaining k. The first digit's counts come from pass 1, so the
-   select costs two passes. Kept: keys ≥ that key. One more pass sums the kept mass and draws
-   the first token at the same time, chunk by chunk: a token drawn inside the chunk (inverse CDF,
-   one uniform) replaces the one held with probability chunk mass / mass so far (another), so
-   each kept token ends up drawn with probability w / kept mass, without knowing that mass first.
+   by four 8-bit radix passes: each histograms the next digit of the keys that share the digits
+   found so far (``tl.histogram``: integer counts), then picks the digit where the count from
+   the top reaches the remaining k. Kept: keys ≥ that key. One more pass sums the kept mass.
 3. **The draw with top-p by rejection.** Draw a token from the current candidate set
-   (keys ≥ ``lo``; at first the top-k set, whose first token is drawn already) by an inverse-CDF
-   walk in vocabulary order with one uniform ``tl.rand(seed, round)``; one pass sums the mass
-   strictly above the drawn token. If that is below top_p × (top-k mass), the token is in the
-   top-p set: done (with top_p ≥ 1 the test pass is skipped). Otherwise no token at or below it
-   is in the set, so ``lo`` moves just above it and the next round draws again from the smaller
-   set, whose mass is the sum just computed. Each accepted draw is, conditionally, a draw from
-   the exact filtered distribution. After ``MAX_DRAWS`` rejections the boundary is found by
-   bisection on the key instead (the same test pass on a midpoint key; at most 32 steps), then
-   one last draw: the worst case is bounded. Most requests take one round: with top_p = 0.9 a
-   draw lands in the set nine times in ten.
+   (keys ≥ ``lo``; at first the top-k set) by an inverse-CDF walk in vocabulary order with one
+   uniform ``tl.rand(seed, round)``; one pass sums the mass strictly above the drawn token. If
+   that is below top_p × (top-k mass), the token is in the top-p set: done (with top_p ≥ 1 the
+   test pass is skipped). Otherwise no token at or below it is in the set, so ``lo`` moves just
+   above it and the next round draws again from the smaller set, whose mass is the sum just
+   computed. Each accepted draw is, conditionally, a draw from the exact filtered distribution.
+   After ``MAX_DRAWS`` rejections the boundary is found by bisection on the key instead (the same
+   test pass on a midpoint key; at most 32 steps), then one last draw: the worst case is bounded.
+   Most requests take one round: with top_p = 0.9 a draw lands in the set nine times in ten.
 
 Why it is batch-invariant:
 
 - one program per request (``ROWS`` requests per program only for small vocabularies, where the
   interpreter pays per operation; ``ROWS`` and the chunk ``BLOCK_V`` follow from V alone), and
   every reduction runs along the row's own vocabulary, chunk by chunk in the same order;
-- the uniforms come from the request's seed and the round (or chunk) number only — never its row
-  index, the batch size or the batchmates' seeds;
+- the uniforms come from the request's seed and the round number only — never its row index,
+  the batch size or the batchmates' seeds;
 - a program that holds several requests loops until all of them are done, but a finished
   request's state no longer changes: its token is the one it would get alone;
 - integer histograms and fixed-order float sums: no atomics, no split over programs, and the
@@ -55,12 +49,10 @@ MAX_ROWS = 128
 NUM_WARPS = 16
 # Rejection rounds before the boundary is bisected instead.
 MAX_DRAWS = 8
-# Radix digits of the top-k select over the 32-bit keys: 10 bits (counted in the first pass), then
-# two passes of 11 bits.
-BINS = 2048
+# Radix digits of the top-k select: 4 passes of 8 bits over the 32-bit keys.
+DIGIT_BITS = 8
+BINS = 256
 BIG = 2**31 - 1
-# Random offsets of the kept-mass pass's draw (two per chunk), apart from the rounds' (0, 1, 2, ...).
-CHUNK_STREAM = 1 << 20
 LOG2E = 1.4426950408889634
 
 
@@ -129,7 +121,6 @@ def _sample(
     MAX_DRAWS: tl.constexpr,
     BIG: tl.constexpr,
     LOG2E: tl.constexpr,
-    CHUNK_STREAM: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < n_rows
@@ -149,20 +140,10 @@ def _sample(
     row_max = tl.full([ROWS], float("-inf"), tl.float32)
     arg_max = tl.full([ROWS], 0, tl.int32)
     total = tl.zeros([ROWS], tl.float32)
-    any_k = tl.max(do_k.to(tl.int32), axis=0) > 0
-    r = tl.arange(0, ROWS)[:, None]
-    hist0 = tl.zeros([ROWS, BINS], tl.int32)
     for start in range(0, vocab, BLOCK_V):
         cols = start + cols0
         ok = row_ok[:, None] & (cols[None, :] < vocab)
         x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
-        if any_k:
-            # The top-k select's first digit: the keys' top 10 bits, counted while the row is here.
-            top = (_ukey(x) >> 22).to(tl.int32) + r * BINS
-            k_ok = tl.reshape(ok & do_k[:, None], [ROWS * BLOCK_V])
-            hist0 += tl.reshape(
-                tl.histogram(tl.reshape(top, [ROWS * BLOCK_V]), ROWS * BINS, mask=k_ok), [ROWS, BINS]
-            )
         chunk_max = tl.max(x, axis=1)
         chunk_arg = tl.min(tl.where(x == chunk_max[:, None], cols[None, :], BIG), axis=1)
         new_max = tl.maximum(row_max, chunk_max)
@@ -174,34 +155,30 @@ def _sample(
     row_max = tl.where(row_ok, row_max, 0.0)
     max_key = _ukey(row_max)
 
-    # Top-k: the k-th largest key, one digit per step (10, 11, 11 bits); `prefix` holds the digits
-    # found so far and `k_left` how many of the k lie at or below the current bracket.
+    # Top-k: the k-th largest key, 8 bits per pass; `prefix` holds the digits found so far and
+    # `k_left` how many of the k lie at or below the current bracket.
     lo = tl.zeros([ROWS], tl.uint32)
     mass = total
-    zero = tl.zeros([ROWS], tl.int32)
-    first = tl.zeros([ROWS], tl.int32)
-    pre_drawn = tl.zeros([ROWS], tl.int1)
-    if any_k:
+    if tl.max(do_k.to(tl.int32), axis=0) > 0:
         digits = tl.arange(0, BINS)
         prefix = tl.zeros([ROWS], tl.uint32)
         k_left = top_k
-        for step in tl.static_range(3):
-            shift = 22 - 11 * step
-            if step == 0:
-                hist = hist0
-            else:
-                hist = tl.zeros([ROWS, BINS], tl.int32)
-                for start in range(0, vocab, BLOCK_V):
-                    cols = start + cols0
-                    ok = do_k[:, None] & (cols[None, :] < vocab)
-                    x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
-                    key = _ukey(x)
-                    ok = ok & ((key >> (shift + 11)) == (prefix[:, None] >> (shift + 11)))
-                    digit = ((key >> shift) & (BINS - 1)).to(tl.int32)
-                    flat = tl.reshape(digit + r * BINS, [ROWS * BLOCK_V])
-                    hist += tl.reshape(
-                        tl.histogram(flat, ROWS * BINS, mask=tl.reshape(ok, [ROWS * BLOCK_V])), [ROWS, BINS]
-                    )
+        r = tl.arange(0, ROWS)[:, None]
+        for step in tl.static_range(4):
+            shift = 24 - 8 * step
+            hist = tl.zeros([ROWS, BINS], tl.int32)
+            for start in range(0, vocab, BLOCK_V):
+                cols = start + cols0
+                ok = do_k[:, None] & (cols[None, :] < vocab)
+                x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
+                key = _ukey(x)
+                if shift < 24:
+                    ok = ok & ((key >> (shift + 8)) == (prefix[:, None] >> (shift + 8)))
+                digit = ((key >> shift) & (BINS - 1)).to(tl.int32)
+                flat = tl.reshape(digit + r * BINS, [ROWS * BLOCK_V])
+                hist += tl.reshape(
+                    tl.histogram(flat, ROWS * BINS, mask=tl.reshape(ok, [ROWS * BLOCK_V])), [ROWS, BINS]
+                )
             # Count at or above each digit; the digit is the largest one whose count reaches k_left.
             at_or_above = tl.cumsum(hist, axis=1, reverse=True)
             pick = tl.max(tl.where(at_or_above >= k_left[:, None], digits[None, :], 0), axis=1)
@@ -209,44 +186,26 @@ def _sample(
             k_left = k_left - above
             prefix = prefix | (pick.to(tl.uint32) << shift)
         lo = tl.where(do_k, prefix, lo)
-        # One pass sums the kept mass and draws the first token with it, chunk by chunk: a token
-        # drawn inside the chunk (inverse CDF) replaces the one held with probability
-        # chunk mass / mass so far, which leaves each kept token drawn with probability w / mass.
         k_mass = tl.zeros([ROWS], tl.float32)
         for start in range(0, vocab, BLOCK_V):
             cols = start + cols0
             ok = do_k[:, None] & (cols[None, :] < vocab)
             x = tl.load(logits_ptr + base + cols[None, :], mask=ok, other=float("-inf"))
             w = tl.exp2((x - row_max[:, None]) * scale[:, None])
-            kept = ok & (_ukey(x) >= lo[:, None]) & (w > 0.0)
-            w = tl.where(kept, w, 0.0)
-            chunk_mass = tl.sum(w, axis=1)
-            k_mass += chunk_mass
-            offset = zero + (CHUNK_STREAM + 2 * (start // BLOCK_V))
-            hit = kept & (tl.cumsum(w, axis=1) > (tl.rand(seed, offset) * chunk_mass)[:, None])
-            pick = tl.min(tl.where(hit, cols[None, :], BIG), axis=1)
-            pick = tl.where(pick == BIG, tl.max(tl.where(kept, cols[None, :], 0), axis=1), pick)
-            take = (chunk_mass > 0.0) & (tl.rand(seed, offset + 1) * k_mass < chunk_mass)
-            first = tl.where(take, pick, first)
+            k_mass += tl.sum(tl.where(ok & (_ukey(x) >= lo[:, None]), w, 0.0), axis=1)
         mass = tl.where(do_k, k_mass, mass)
-        pre_drawn = do_k
 
     # The draw. Candidates: keys ≥ lo (keys below are out); keys ≥ hi are known to be kept.
     target = top_p * mass
     hi = max_key
     token = arg_max
     active = row_ok & ~greedy
+    zero = tl.zeros([ROWS], tl.int32)
     rnd = 0
     while tl.max(active.to(tl.int32), axis=0) > 0:
         if rnd < MAX_DRAWS:
-            # Top-k requests drew their first token in the kept-mass pass.
-            drawing = active & ~pre_drawn
-            drawn = first
-            if tl.max(drawing.to(tl.int32), axis=0) > 0:
-                u = tl.rand(seed, zero + rnd)
-                fresh = _draw(logits_ptr, base, drawing, vocab, row_max, scale, lo, u * mass, BLOCK_V, BIG)
-                drawn = tl.where(drawing, fresh, first)
-            pre_drawn = tl.zeros([ROWS], tl.int1)
+            u = tl.rand(seed, zero + rnd)
+            drawn = _draw(logits_ptr, base, active, vocab, row_max, scale, lo, u * mass, BLOCK_V, BIG)
             x_t = tl.load(logits_ptr + row_base + drawn, mask=active, other=0.0)
             piv = _ukey(x_t)
         else:
@@ -301,7 +260,6 @@ def kernel(logits, temperature, top_k, top_p, seed):
         MAX_DRAWS=MAX_DRAWS,
         BIG=BIG,
         LOG2E=LOG2E,
-        CHUNK_STREAM=CHUNK_STREAM,
         num_warps=NUM_WARPS,
     )
     return tokens
