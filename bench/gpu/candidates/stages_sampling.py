@@ -48,27 +48,39 @@ def _inputs(task, vocab: int, batch: int, kind: str, device: torch.device) -> tu
     return task.compose(problem, samples, gen)
 
 
+def _setting(text: str) -> dict[str, int]:
+    block, sep, warps = text.partition(":")
+    if not (sep and block.isdigit() and warps.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not MAX_BLOCK_V:NUM_WARPS (e.g. 8192:16)")
+    return {"MAX_BLOCK_V": int(block), "NUM_WARPS": int(warps)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--file", default=str(ROOT / "nodice" / "kernels" / "sampling.py"))
     ap.add_argument("--out", default="stages_sampling.jsonl")
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--device", default="cuda", help="cpu: a dry run under the interpreter (small --vocabs)")
-    ap.add_argument("--settings", nargs="*", default=["8192:16", "16384:16", "8192:8", "4096:8", "16384:32"])
+    ap.add_argument(
+        "--settings",
+        nargs="*",
+        type=_setting,
+        default=["8192:16", "16384:16", "8192:8", "4096:8", "16384:32"],
+    )
     ap.add_argument("--batches", nargs="*", type=int, default=[1, 64, 256])
     ap.add_argument("--vocabs", nargs="*", type=int, default=[128256])
     args = ap.parse_args()
     device = torch.device(args.device)
     task = get_task("sampling")
+    if not Path(args.file).is_file():
+        ap.error(f"no such kernel file: {args.file}")
     spec = importlib.util.spec_from_file_location("sampling_stages", args.file)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     deadline = time.monotonic() + args.seconds
     own = {"MAX_BLOCK_V": mod.MAX_BLOCK_V, "NUM_WARPS": mod.NUM_WARPS}
-    settings = [own] + [
-        {"MAX_BLOCK_V": int(b), "NUM_WARPS": int(w)} for b, w in (s.split(":") for s in args.settings)
-    ]
+    settings = [own, *args.settings]
     kinds = [*KINDS, "mix"]
     inputs = {
         (v, b, k): _inputs(task, v, b, k, device) for v in args.vocabs for b in args.batches for k in kinds
