@@ -79,7 +79,10 @@ def main() -> int:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     deadline = time.monotonic() + args.seconds
-    own = {"MAX_BLOCK_V": mod.MAX_BLOCK_V, "NUM_WARPS": mod.NUM_WARPS}
+    # A kernel without these pins (the split candidate) runs its own settings only.
+    own = {name: getattr(mod, name) for name in ("MAX_BLOCK_V", "NUM_WARPS") if hasattr(mod, name)}
+    if len(own) < 2 and args.settings:
+        ap.error(f"{args.file} has no MAX_BLOCK_V/NUM_WARPS pins to set; pass --settings with no values")
     settings = [own, *args.settings]
     kinds = [*KINDS, "mix"]
     inputs = {
