@@ -65,3 +65,21 @@ def test_its_one_kernel_grouping_is_the_seeds_torch_grouping(
     want = _load(SEED).group_by_expert(ids.long(), experts, block_m)
     for name, g, w in zip(("row_pair", "tile_expert", "pair_row"), got, want, strict=True):
         assert torch.equal(g.long(), w.long()), name
+
+
+@pytest.mark.parametrize("descriptors", [False, True])
+def test_the_wide_table_changes_no_arithmetic(monkeypatch: pytest.MonkeyPatch, descriptors: bool) -> None:
+    # The CPU problem's experts are narrow: lower the table's bounds so that it is chosen, with the
+    # row copy, the grouped program order and (as a pin) the descriptor loads.
+    mod = _load(BUNDLED)
+    monkeypatch.setattr(mod, "WIDE_MIN_INTER", 1)
+    monkeypatch.setattr(mod, "WIDE_MAX_EXPERTS", 10**6)
+    monkeypatch.setattr(mod, "WIDE_DESCRIPTORS", descriptors)
+    task = get_task("moe")
+    gen = torch.Generator().manual_seed(7)
+    problem = task.problem(gen, CPU, torch.float32)
+    args = task.compose(problem, [task.sample(problem, gen) for _ in range(40)], gen)
+    _x, _logits, w_gate_up, w_down, top_k = args
+    assert mod.is_wide(w_gate_up.shape[0], top_k, w_gate_up.shape[2], w_down.shape[2])
+    wide, seed = mod.kernel(*args), _load(SEED).kernel(*args)
+    assert torch.equal(wide.view(torch.int32), seed.view(torch.int32))

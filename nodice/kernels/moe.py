@@ -1,46 +1,89 @@
-"""MoE (top-k routing, SwiGLU experts, weighted combine): the seed's kernels with pinned expert tiles.
+"""MoE (top-k routing, SwiGLU experts, weighted combine): grouped GEMMs with tiles per model shape.
 
-Five Triton kernels: ``_route`` (softmax over the router logits, top-k by repeated argmax, weights
+Triton kernels: ``_route`` (softmax over the router logits, top-k by repeated argmax, weights
 renormalised, as in the seed), ``_group`` (the (token, slot) rows laid out expert by expert, each
 expert padded to whole tiles: a counting sort in one launch, where the seed's torch grouping takes
 a dozen small kernels and a device-to-host sync in ``torch.bincount``), ``_gate_up_swiglu`` and
 ``_down`` (grouped GEMMs, one program per (expert tile, column block)), and ``_combine`` (each
-token's slots summed in slot order).
+token's slots summed in slot order); ``_gather_rows`` for the wide table below.
 
-The other change against the seed is the tiling: 64-row expert tiles (the seed's 32 re-read every
-expert's weights twice as often at prefill), 128 output columns, 4 warps and 4 pipeline stages in
-both grouped GEMMs. The values were read off a sweep on the H200 (``bench/gpu/candidates/
-sweep_moe.py``, 2026-12-02): a tile height chosen from the expected rows per active expert
-(16–128) was slower than 64 rows for every batch (0.84× against 0.90× the best baseline's
-geomean in the same sweep).
+Two tile tables, chosen from the model's shapes only:
 
-Batch invariance: nothing here depends on the batch. ``BLOCK_M``, ``BLOCK_N`` and the launch
-settings are constants; ``BLOCK_K`` comes from the weights' shapes. A row's dot products
-accumulate over ``H`` (then ``I``) in the same ``BLOCK_K`` steps whatever else is in its tile,
-and a tile holds rows of one expert only, so padding rows never meet a real row's sums. The
-grouping is a stable sort (an expert's rows in token order), and the combine adds a token's slots
-in slot order. No atomics, no split-K.
+- **The many-expert table** (64-row expert tiles, 128 output columns, 4 warps, 4 pipeline stages,
+  pointer loads): the seed's 32-row tiles re-read every expert's weights twice as often at
+  prefill; a tile height chosen from the expected rows per active expert (16–128) was slower than
+  64 rows for every batch (H200 sweep, ``bench/gpu/candidates/sweep_moe.py``, 2026-12-02).
+- **The few-wide-experts table** (at most ``WIDE_MAX_EXPERTS`` experts of at least
+  ``WIDE_MIN_INTER`` columns: Mixtral-8x7B's 8 × 14336), where prefill is a few dense GEMMs of
+  ~1000 rows per expert: 128 × 128 tiles with 8 warps and 3 stages; the routed rows of ``x`` first
+  copied into expert order (``_gather_rows``, padding rows zero) so the gate/up GEMM's A operand
+  is a contiguous matrix; programs in groups of ``WIDE_GROUP_M`` expert tiles, so consecutive
+  programs walk the column blocks of a few tiles and reuse a weight column block from L2.
+  TMA tensor descriptors for the weights (``WIDE_DESCRIPTORS``) exist as a pin; on the H200 they
+  were no faster than pointer loads at prefill and 5 % slower at decode, so they are off.
 
-Measured on the H200 (2026-12-03, torch 2.11, Triton 3.6; the whole gate passed on CUDA;
-``bench/results/h200_2026-12-03/call1/check_moe.json``): 58.1 TFLOP/s geomean over the twelve
-workloads, 1.31–2.33× torch's ``grouped_mm`` at eleven of them and 0.81× at mixtral-8x7b-prefill4k
-(eight experts of ~1000 rows: a dense GEMM, where cuBLAS's tiles win); 1.06–2.08× Liger's fused MoE.
-With the seed's torch grouping the same GEMMs measured 33.4 TFLOP/s (0.93× ``grouped_mm``).
+Batch invariance: nothing here depends on the batch. The table is chosen from (experts, top-k, H,
+I), ``BLOCK_K`` from H and I (the largest power of two up to 64 dividing both, so no K tail), and
+the load path (descriptors or pointers) from the device and the weights' layout. A row's dot
+products accumulate over ``H`` (then ``I``) in the same ``BLOCK_K`` steps, from the first to the
+last, in one fp32 accumulator, whatever batch it arrived in: the tile height only decides which
+rows share a program (and, within a model, it is the same for every batch), a tile holds rows of
+one expert only, and padding rows are rows of their own (zeros in, discarded out) that never
+enter a real row's sums. The program order decides which program runs when, never how a tile is
+computed; descriptors and copied rows move the same values as pointer loads. The grouping is a
+stable sort (an expert's rows in token order), the combine adds a token's slots in slot order.
+No atomics, no split-K.
+
+Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; ``bench/results/h200_2026-12-04/callC/``,
+``sweep_moe_wide.py``, ratios of times in one sweep): the wide table runs mixtral-8x7b-prefill4k
+1.40× faster than the many-expert table and 1.03× torch ``grouped_mm``; Mixtral decode at 16 and
+256 tokens 0.88× and 1.04× the many-expert table, 1.63× and 1.57× ``grouped_mm``; the other
+models are unchanged (the same kernels). A bf16 bitwise check at Mixtral's shapes (a token alone
+against batches of 2 to 4096) passed for every table. The sweep's candidate file is
+``bench/gpu/candidates/moe_wide.py``.
 """
 
 import torch
 import triton
 import triton.language as tl
 
-# Rows per expert tile and output columns per tile, for every batch; the largest reduction step
-# (the actual one comes from the weights' shapes).
+# The bundled table: every model that is not "few wide experts". Rows per expert tile, output
+# columns per tile (both GEMMs), launch settings, and the load path and program order.
 BLOCK_M = 64
 BLOCK_N = 128
-MAX_BLOCK_K = 64
 GATE_UP_WARPS, GATE_UP_STAGES = 4, 4
 DOWN_WARPS, DOWN_STAGES = 4, 4
-# Tokens per routing / combine program.
+DESCRIPTORS = False
+GROUPED_X = False
+GROUP_M = 0
+
+# The wide table: at most WIDE_MAX_EXPERTS experts, each at least WIDE_MIN_INTER columns wide
+# (Mixtral-8x7B: 8 × 14336). Separate column blocks for the two GEMMs (gate/up keeps two fp32
+# accumulators, down one). WIDE_DESCRIPTORS None: TMA descriptors where they exist (CUDA compute
+# capability >= 9, and the interpreter); WIDE_GROUPED_X: copy the routed rows of x into expert
+# order first (TMA needs a contiguous A operand); WIDE_GROUP_M: expert tiles per program group.
+WIDE_MAX_EXPERTS = 16
+WIDE_MIN_INTER = 8192
+WIDE_BLOCK_M = 128
+WIDE_GATE_UP_BLOCK_N = 128
+WIDE_DOWN_BLOCK_N = 128
+WIDE_GATE_UP_WARPS, WIDE_GATE_UP_STAGES = 8, 3
+WIDE_DOWN_WARPS, WIDE_DOWN_STAGES = 8, 3
+WIDE_DESCRIPTORS = False
+WIDE_GROUPED_X = True
+WIDE_GROUP_M = 8
+
+# The largest reduction step (the actual one comes from the weights' shapes).
+MAX_BLOCK_K = 64
+# Shared memory the operand pipeline may take (a few KB of the H200's 227 KB per block are left
+# to the epilogue): 4-byte elements get fewer stages, never other tiles.
+PIPELINE_SMEM = 220 * 1024
+# Tokens per routing / combine program, and output columns per combine program.
 BLOCK_T = 16
+COMBINE_COLS = 128
+# Columns per program of the row copy, and its warps.
+GATHER_COLS = 128
+GATHER_WARPS = 8
 # Pairs placed per grouping program, and tiles labelled per step of it.
 GROUP_CHUNK = 128
 GROUP_TILES = 64
@@ -88,19 +131,32 @@ def _route(
 
 
 @triton.jit
-def _gate_up_swiglu(
+def _tile_order(pid, n_tiles, n_cols, GROUP_M: tl.constexpr):
+    # (expert tile, column block) of program pid. Only the order in which tiles run changes.
+    if GROUP_M == 0:
+        tile = pid % n_tiles
+        col_block = pid // n_tiles
+    else:
+        per_group = GROUP_M * n_cols
+        first = (pid // per_group) * GROUP_M
+        group_tiles = tl.minimum(n_tiles - first, GROUP_M)
+        tile = first + (pid % per_group) % group_tiles
+        col_block = (pid % per_group) // group_tiles
+    return tile, col_block
+
+
+@triton.jit
+def _gather_rows(
     x_ptr,
-    w_ptr,
     row_pair_ptr,
     tile_expert_ptr,
-    act_ptr,
+    xg_ptr,
     hidden,
-    inter,
     TOP_K: tl.constexpr,
     BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    BLOCK_H: tl.constexpr,
 ):
+    # The grouped rows' tokens, copied in expert order; padding rows are zeros.
     tile = tl.program_id(0)
     expert = tl.load(tile_expert_ptr + tile)
     if expert >= 0:
@@ -108,28 +164,99 @@ def _gate_up_swiglu(
         pair = tl.load(row_pair_ptr + rows)
         row_ok = pair >= 0
         token = tl.where(row_ok, pair // TOP_K, 0)
-        cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+        col_ok = cols < hidden
+        v = tl.load(
+            x_ptr + token.to(tl.int64)[:, None] * hidden + cols[None, :],
+            mask=row_ok[:, None] & col_ok[None, :],
+            other=0.0,
+        )
+        tl.store(xg_ptr + rows.to(tl.int64)[:, None] * hidden + cols[None, :], v, mask=col_ok[None, :])
+
+
+@triton.jit
+def _gate_up_swiglu(
+    x_ptr,
+    w_ptr,
+    row_pair_ptr,
+    tile_expert_ptr,
+    act_ptr,
+    n_tiles,
+    hidden,
+    inter,
+    TOP_K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    GROUPED_X: tl.constexpr,
+    DESCRIPTORS: tl.constexpr,
+):
+    # x_ptr: the tokens [T, H], or (GROUPED_X) their rows already in expert order [n_tiles·BLOCK_M, H].
+    tile, col_block = _tile_order(tl.program_id(0), n_tiles, tl.cdiv(inter, BLOCK_N), GROUP_M)
+    expert = tl.load(tile_expert_ptr + tile)
+    if expert >= 0:
+        row0 = tile * BLOCK_M
+        col0 = col_block * BLOCK_N
+        rows = row0 + tl.arange(0, BLOCK_M)
+        cols = col0 + tl.arange(0, BLOCK_N)
         col_ok = cols < inter
         ks = tl.arange(0, BLOCK_K)
-        # BLOCK_K divides H, so only the rows (padding) and columns (tail) need masks.
-        a_ptrs = x_ptr + token[:, None] * hidden + ks[None, :]
-        gate_ptrs = w_ptr + expert.to(tl.int64) * 2 * inter * hidden + cols[None, :] * hidden + ks[:, None]
-        up_ptrs = gate_ptrs + inter * hidden
-        a_mask = row_ok[:, None]
-        w_mask = col_ok[None, :]
+        if GROUPED_X:
+            a_ptrs = x_ptr + rows[:, None] * hidden + ks[None, :]
+            a_mask = rows[:, None] >= 0
+        else:
+            pair = tl.load(row_pair_ptr + rows)
+            row_ok = pair >= 0
+            token = tl.where(row_ok, pair // TOP_K, 0)
+            a_ptrs = x_ptr + token[:, None] * hidden + ks[None, :]
+            a_mask = row_ok[:, None]
         acc_gate = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
         acc_up = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
-        for _ in range(0, hidden, BLOCK_K):
-            a = tl.load(a_ptrs, mask=a_mask, other=0.0)
-            acc_gate = tl.dot(a, tl.load(gate_ptrs, mask=w_mask, other=0.0), acc_gate)
-            acc_up = tl.dot(a, tl.load(up_ptrs, mask=w_mask, other=0.0), acc_up)
-            a_ptrs += BLOCK_K
-            gate_ptrs += BLOCK_K
-            up_ptrs += BLOCK_K
-        act = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
-        tl.store(
-            act_ptr + rows[:, None] * inter + cols[None, :], act.to(act_ptr.dtype.element_ty), mask=w_mask
-        )
+        if DESCRIPTORS:
+            # This expert's gate and up halves, [I, H] each: columns past I read zeros.
+            gate_base = w_ptr + expert.to(tl.int64) * 2 * inter * hidden
+            gate_desc = tl.make_tensor_descriptor(gate_base, [inter, hidden], [hidden, 1], [BLOCK_N, BLOCK_K])
+            up_desc = tl.make_tensor_descriptor(
+                gate_base + inter * hidden, [inter, hidden], [hidden, 1], [BLOCK_N, BLOCK_K]
+            )
+            act_desc = tl.make_tensor_descriptor(
+                act_ptr, [n_tiles * BLOCK_M, inter], [inter, 1], [BLOCK_M, BLOCK_N]
+            )
+            if GROUPED_X:
+                a_desc = tl.make_tensor_descriptor(
+                    x_ptr, [n_tiles * BLOCK_M, hidden], [hidden, 1], [BLOCK_M, BLOCK_K]
+                )
+            for k in range(0, hidden, BLOCK_K):
+                if GROUPED_X:
+                    a = a_desc.load([row0, k])
+                else:
+                    a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+                    a_ptrs += BLOCK_K
+                acc_gate = tl.dot(a, gate_desc.load([col0, k]).T, acc_gate)
+                acc_up = tl.dot(a, up_desc.load([col0, k]).T, acc_up)
+            act = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
+            act_desc.store([row0, col0], act.to(act_desc.dtype))
+        else:
+            # BLOCK_K divides H, so only the rows (padding) and columns (tail) need masks.
+            gate_ptrs = (
+                w_ptr + expert.to(tl.int64) * 2 * inter * hidden + cols[None, :] * hidden + ks[:, None]
+            )
+            up_ptrs = gate_ptrs + inter * hidden
+            w_mask = col_ok[None, :]
+            for _ in range(0, hidden, BLOCK_K):
+                a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+                acc_gate = tl.dot(a, tl.load(gate_ptrs, mask=w_mask, other=0.0), acc_gate)
+                acc_up = tl.dot(a, tl.load(up_ptrs, mask=w_mask, other=0.0), acc_up)
+                a_ptrs += BLOCK_K
+                gate_ptrs += BLOCK_K
+                up_ptrs += BLOCK_K
+            act = acc_gate / (1.0 + tl.exp(-acc_gate)) * acc_up
+            tl.store(
+                act_ptr + rows[:, None] * inter + cols[None, :],
+                act.to(act_ptr.dtype.element_ty),
+                mask=w_mask,
+            )
 
 
 @triton.jit
@@ -138,30 +265,52 @@ def _down(
     w_ptr,
     tile_expert_ptr,
     out_ptr,
+    n_tiles,
     hidden,
     inter,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    DESCRIPTORS: tl.constexpr,
 ):
-    tile = tl.program_id(0)
+    tile, col_block = _tile_order(tl.program_id(0), n_tiles, tl.cdiv(hidden, BLOCK_N), GROUP_M)
     expert = tl.load(tile_expert_ptr + tile)
     if expert >= 0:
-        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        col_ok = cols < hidden
-        ks = tl.arange(0, BLOCK_K)
-        a_ptrs = act_ptr + rows[:, None] * inter + ks[None, :]
-        w_ptrs = w_ptr + expert.to(tl.int64) * hidden * inter + cols[None, :] * inter + ks[:, None]
-        w_mask = col_ok[None, :]
+        row0 = tile * BLOCK_M
+        col0 = col_block * BLOCK_N
         acc = tl.full([BLOCK_M, BLOCK_N], 0, tl.float32)
-        for _ in range(0, inter, BLOCK_K):
-            acc = tl.dot(tl.load(a_ptrs), tl.load(w_ptrs, mask=w_mask, other=0.0), acc)
-            a_ptrs += BLOCK_K
-            w_ptrs += BLOCK_K
-        tl.store(
-            out_ptr + rows[:, None] * hidden + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=w_mask
-        )
+        if DESCRIPTORS:
+            # The activations are grouped already; this expert's [H, I] down matrix.
+            a_desc = tl.make_tensor_descriptor(
+                act_ptr, [n_tiles * BLOCK_M, inter], [inter, 1], [BLOCK_M, BLOCK_K]
+            )
+            w_desc = tl.make_tensor_descriptor(
+                w_ptr + expert.to(tl.int64) * hidden * inter, [hidden, inter], [inter, 1], [BLOCK_N, BLOCK_K]
+            )
+            out_desc = tl.make_tensor_descriptor(
+                out_ptr, [n_tiles * BLOCK_M, hidden], [hidden, 1], [BLOCK_M, BLOCK_N]
+            )
+            for k in range(0, inter, BLOCK_K):
+                acc = tl.dot(a_desc.load([row0, k]), w_desc.load([col0, k]).T, acc)
+            out_desc.store([row0, col0], acc.to(out_desc.dtype))
+        else:
+            rows = row0 + tl.arange(0, BLOCK_M)
+            cols = col0 + tl.arange(0, BLOCK_N)
+            col_ok = cols < hidden
+            ks = tl.arange(0, BLOCK_K)
+            a_ptrs = act_ptr + rows[:, None] * inter + ks[None, :]
+            w_ptrs = w_ptr + expert.to(tl.int64) * hidden * inter + cols[None, :] * inter + ks[:, None]
+            w_mask = col_ok[None, :]
+            for _ in range(0, inter, BLOCK_K):
+                acc = tl.dot(tl.load(a_ptrs), tl.load(w_ptrs, mask=w_mask, other=0.0), acc)
+                a_ptrs += BLOCK_K
+                w_ptrs += BLOCK_K
+            tl.store(
+                out_ptr + rows[:, None] * hidden + cols[None, :],
+                acc.to(out_ptr.dtype.element_ty),
+                mask=w_mask,
+            )
 
 
 @triton.jit
@@ -247,7 +396,7 @@ def group_by_expert(ids: torch.Tensor, n_experts: int, block_m: int):
     ``row_pair`` (the pair held by each grouped row, -1 for padding), ``tile_expert`` (the expert
     of each tile, -1 past the end) and ``pair_row`` (where each pair's row landed). Sizes are upper
     bounds computed from the shapes alone, and one kernel does the counting sort, so nothing waits
-    for the GPU (``torch.bincount`` would: it reads the largest id back to size its output).
+    for the GPU.
     """
     flat = ids.reshape(-1)
     n_pairs = flat.numel()
@@ -273,6 +422,52 @@ def group_by_expert(ids: torch.Tensor, n_experts: int, block_m: int):
     return row_pair, tile_expert, pair_row
 
 
+def is_wide(n_experts: int, top_k: int, hidden: int, inter: int) -> bool:
+    """Few wide experts: the wide table (a property of the model, not of the batch)."""
+    return n_experts <= WIDE_MAX_EXPERTS and inter >= WIDE_MIN_INTER
+
+
+def _stages(stages: int, bytes_per_stage: int) -> int:
+    """The pinned pipeline depth, or fewer where one stage's operands would not fit (4-byte elements)."""
+    return max(1, min(stages, PIPELINE_SMEM // bytes_per_stage))
+
+
+def _descriptor_scratch(size: int, alignment: int, stream):
+    """Global memory where device-side TMA descriptors are written before use (128 bytes each)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _descriptors_usable(*tensors: torch.Tensor) -> bool:
+    """TMA exists (compute capability 9+, or the interpreter, which emulates it) and the weights sit
+    where it can address them (16-byte aligned starts; the row strides are multiples of 16 elements)."""
+    device = tensors[0].device
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 9:
+        return False
+    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def tile_config(n_experts: int, top_k: int, hidden: int, inter: int):
+    """(BLOCK_M, gate/up (BLOCK_N, warps, stages), down (BLOCK_N, warps, stages), GROUP_M,
+    descriptors (None: where usable), copy x into expert order) of a model."""
+    if is_wide(n_experts, top_k, hidden, inter):
+        return (
+            WIDE_BLOCK_M,
+            (WIDE_GATE_UP_BLOCK_N, WIDE_GATE_UP_WARPS, WIDE_GATE_UP_STAGES),
+            (WIDE_DOWN_BLOCK_N, WIDE_DOWN_WARPS, WIDE_DOWN_STAGES),
+            WIDE_GROUP_M,
+            WIDE_DESCRIPTORS,
+            WIDE_GROUPED_X,
+        )
+    return (
+        BLOCK_M,
+        (BLOCK_N, GATE_UP_WARPS, GATE_UP_STAGES),
+        (BLOCK_N, DOWN_WARPS, DOWN_STAGES),
+        GROUP_M,
+        DESCRIPTORS,
+        GROUPED_X,
+    )
+
+
 def kernel(x, router_logits, w_gate_up, w_down, top_k):
     n_tokens, hidden = x.shape
     n_experts, inter = w_down.shape[0], w_down.shape[2]
@@ -281,6 +476,15 @@ def kernel(x, router_logits, w_gate_up, w_down, top_k):
     block_k = min(MAX_BLOCK_K, (hidden & -hidden), (inter & -inter))
     if block_k < 16:
         raise ValueError(f"H={hidden} and I={inter} must be multiples of 16 (tensor-core tiles)")
+    block_m, gate_up, down, group_m, descriptors, grouped_x = tile_config(n_experts, top_k, hidden, inter)
+    if descriptors is None:
+        descriptors = True
+    descriptors = bool(descriptors) and _descriptors_usable(w_gate_up, w_down)
+    if descriptors and x.is_cuda:
+        # Set on every call: the allocator lives in a context variable, which a worker thread
+        # would not inherit from the importing one.
+        triton.set_allocator(_descriptor_scratch)
+    size = x.element_size()
     ids = torch.empty((n_tokens, top_k), dtype=torch.int32, device=x.device)
     weights = torch.empty((n_tokens, top_k), dtype=torch.float32, device=x.device)
     _route[(triton.cdiv(n_tokens, BLOCK_T),)](
@@ -294,41 +498,64 @@ def kernel(x, router_logits, w_gate_up, w_down, top_k):
         BLOCK_E=triton.next_power_of_2(n_experts),
         BLOCK_TOPK=triton.next_power_of_2(top_k),
     )
-    block_m = BLOCK_M
     row_pair, tile_expert, pair_row = group_by_expert(ids, n_experts, block_m)
     n_tiles = tile_expert.numel()
-    act = torch.empty((n_tiles * block_m, inter), dtype=x.dtype, device=x.device)
-    _gate_up_swiglu[(n_tiles, triton.cdiv(inter, BLOCK_N))](
-        x,
+    n_rows = n_tiles * block_m
+    a = x
+    if grouped_x:
+        a = torch.empty((n_rows, hidden), dtype=x.dtype, device=x.device)
+        _gather_rows[(n_tiles, triton.cdiv(hidden, GATHER_COLS))](
+            x,
+            row_pair,
+            tile_expert,
+            a,
+            hidden,
+            TOP_K=top_k,
+            BLOCK_M=block_m,
+            BLOCK_H=GATHER_COLS,
+            num_warps=GATHER_WARPS,
+        )
+    act = torch.empty((n_rows, inter), dtype=x.dtype, device=x.device)
+    gate_up_n, gate_up_warps, gate_up_stages = gate_up
+    _gate_up_swiglu[(n_tiles * triton.cdiv(inter, gate_up_n),)](
+        a,
         w_gate_up,
         row_pair,
         tile_expert,
         act,
+        n_tiles,
         hidden,
         inter,
         TOP_K=top_k,
         BLOCK_M=block_m,
-        BLOCK_N=BLOCK_N,
+        BLOCK_N=gate_up_n,
         BLOCK_K=block_k,
-        num_warps=GATE_UP_WARPS,
-        num_stages=GATE_UP_STAGES,
+        GROUP_M=group_m,
+        GROUPED_X=bool(grouped_x),
+        DESCRIPTORS=descriptors,
+        num_warps=gate_up_warps,
+        num_stages=_stages(gate_up_stages, (block_m + 2 * gate_up_n) * block_k * size),
     )
-    out = torch.empty((n_tiles * block_m, hidden), dtype=x.dtype, device=x.device)
-    _down[(n_tiles, triton.cdiv(hidden, BLOCK_N))](
+    out = torch.empty((n_rows, hidden), dtype=x.dtype, device=x.device)
+    down_n, down_warps, down_stages = down
+    _down[(n_tiles * triton.cdiv(hidden, down_n),)](
         act,
         w_down,
         tile_expert,
         out,
+        n_tiles,
         hidden,
         inter,
         BLOCK_M=block_m,
-        BLOCK_N=BLOCK_N,
+        BLOCK_N=down_n,
         BLOCK_K=block_k,
-        num_warps=DOWN_WARPS,
-        num_stages=DOWN_STAGES,
+        GROUP_M=group_m,
+        DESCRIPTORS=descriptors,
+        num_warps=down_warps,
+        num_stages=_stages(down_stages, (block_m + down_n) * block_k * size),
     )
     y = torch.empty_like(x)
-    _combine[(triton.cdiv(n_tokens, BLOCK_T), triton.cdiv(hidden, BLOCK_N))](
+    _combine[(triton.cdiv(n_tokens, BLOCK_T), triton.cdiv(hidden, COMBINE_COLS))](
         out,
         pair_row,
         weights,
@@ -337,6 +564,6 @@ def kernel(x, router_logits, w_gate_up, w_down, top_k):
         hidden,
         TOP_K=top_k,
         BLOCK_T=BLOCK_T,
-        BLOCK_N=BLOCK_N,
+        BLOCK_N=COMBINE_COLS,
     )
     return y

@@ -1,12 +1,14 @@
-"""Sampling, the bundled kernel with fewer passes for top-k requests (a candidate, not yet gated on CUDA).
+"""Sampling, the per-request kernel with fewer passes for top-k requests (a candidate).
 
-Against ``nodice/kernels/sampling.py``: the select's first 8-bit digit is counted in the max pass
-(three radix passes instead of four), and the kept-mass pass draws the first token as it goes
-(no separate draw round for a top-k request). On the H200 (2026-12-03, ``stages_sampling.py``) the
-streaming draw saved 1-3 % on top-k requests when measured with 2048-bin digits; this 256-bin
-version has not been on a GPU yet. The description of the bundled kernel follows, updated. The
-helpers ``_ukey``, ``_draw`` and ``_mass_above`` are the bundled kernel's, copied: the gate rejects a
-candidate that imports a library's kernels (``library-call``), so a candidate stands alone.
+Against ``sampling_per_request.py`` (the bundled kernel until 2026-12-04): the select's first
+8-bit digit is counted in the max pass (three radix passes instead of four), and the kept-mass
+pass draws the first token as it goes (no separate draw round for a top-k request). On the H200
+(2026-12-03, ``stages_sampling.py``) the streaming draw saved 1-3 % on top-k requests when measured
+with 2048-bin digits; this 256-bin version passed the whole gate on CUDA on 2026-12-04 and timed
+within ±5 % of the per-request kernel (``bench/results/h200_2026-12-04/callA/stages``). The
+description of the per-request kernel follows, updated. The helpers ``_ukey``, ``_draw`` and
+``_mass_above`` are that kernel's, copied: the gate rejects a candidate that imports a library's
+kernels (``library-call``), so a candidate stands alone.
 
 
 ``tokens[b]`` is drawn from softmax(logits[b] / temperature[b]) restricted to the top_k[b] largest

@@ -1,4 +1,4 @@
-"""Where a sampling request's time goes: the bundled kernel timed on requests of one kind each.
+"""Where a sampling request's time goes: a sampling kernel timed on requests of one kind each.
 
     python3 bench/gpu/candidates/stages_sampling.py [--file nodice/kernels/sampling.py] [--out OUT.jsonl]
         [--seconds 120]
@@ -8,7 +8,8 @@ requests that take fewer passes and subtracting places the time. Kinds: ``greedy
 only), ``top_p`` (the draw and the top-p test), ``top_k`` (the radix select, the kept mass and the
 draw), ``top_k_p`` (all of them) and ``mix`` (the benchmark's draw of parameters), each at 1, 64
 and 256 requests of Llama-3's vocabulary (``--vocabs``), under the file's own pins and then each
-chunk/warps setting given by ``--settings`` (``MAX_BLOCK_V:NUM_WARPS``). Timing is nodice's CUDA
+chunk/warps setting given by ``--settings`` (``MAX_BLOCK_V:NUM_WARPS``; for kernels that have both
+pins, such as ``sampling_per_request.py``; none by default). Timing is nodice's CUDA
 timer (the benchmark's method). One JSON line per (setting, vocabulary, batch, kind), appended as it goes.
 """
 
@@ -65,7 +66,7 @@ def main() -> int:
         "--settings",
         nargs="*",
         type=_setting,
-        default=["8192:16", "16384:16", "8192:8", "4096:8", "16384:32"],
+        default=[],
     )
     ap.add_argument("--batches", nargs="*", type=int, default=[1, 64, 256])
     ap.add_argument("--vocabs", nargs="*", type=int, default=[128256])

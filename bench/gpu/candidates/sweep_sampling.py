@@ -1,8 +1,9 @@
 """Sweep the bundled sampling kernel's chunk and warps against the seed and the sampling baselines.
 
 The seed (``nodice/examples/sampling/seed.py``), the task's library baselines (FlashInfer's
-top-k/top-p sampling, torch's per-request multinomial), and the bundled kernel
-(``nodice/kernels/sampling.py``) under each setting: its own pins first, then every chunk width
+top-k/top-p sampling, torch's per-request multinomial), and the per-request kernel
+(``sampling_per_request.py``, the bundled kernel until 2026-12-04) under each setting: its own
+pins first, then every chunk width
 ``MAX_BLOCK_V`` (logits per loop step of a request's program) and warp count, each for every batch.
 One program holds one request at real vocabularies, so the chunk sets how many loads are in
 flight per step of every pass: the question is how much of a pass is latency.
@@ -27,7 +28,7 @@ def _tables() -> list[dict[str, object]]:
 
 
 SEED = ROOT / "nodice" / "examples" / "sampling" / "seed.py"
-PLAN = [Sweep("sampling", SEED, "seed", ROOT / "nodice" / "kernels" / "sampling.py", _tables)]
+PLAN = [Sweep("sampling", SEED, "seed", "sampling_per_request.py", _tables)]
 
 if __name__ == "__main__":
     sys.exit(main(PLAN))

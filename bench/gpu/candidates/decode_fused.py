@@ -1,0 +1,281 @@
+"""Paged attention decode in one launch: split-KV with fixed split sizes, combined by the last split.
+
+The bundled kernel (``nodice/kernels/attention_decode.py``) with its second launch folded into the
+first:
+
+- **One kernel.** A program per (split, kv head, request) attends its query heads to one split of
+  the request's keys and, when the request has more than one split, writes fp32 partials (the
+  unnormalised values, the running max and the mass) for each query head. It then bumps an int32
+  arrival counter for its (request, kv head) with an acquire-release atomic at GPU scope (one
+  thread issues it, so a CTA barrier first orders every thread's partial stores before that
+  release; Triton hands the old count to all threads through shared memory behind another
+  barrier, which carries the acquire to the threads that read the partials). The program that
+  finds ``n_splits - 1`` there is the last of that request and head to finish: it folds all of
+  the request's splits and writes the output of the kv head's query heads, then puts the counter
+  back to 0 for the next call. The counters live in a zeroed int32 buffer cached per device
+  (``CACHE_COUNTERS``; grown when a call needs more). A request with a single split writes its
+  output directly and touches neither partials nor counter.
+- **The fold reads memory only**, whichever program arrives last: every split's partials, its
+  own included, are read back (``.cg``: from L2, since L1 is not coherent across SMs; the rows of
+  maxima and masses are also padded to whole 128-byte lines, so no line holds two folds' data)
+  and folded exactly as the bundled combine folds them: query head by query head, SPLIT_TILE
+  splits at a time, split 0 first (the running max over a tile is exact and order-free, the
+  tile's masses and values are summed by ``tl.sum`` over a tile of fixed width where masked
+  splits add exact zeros, the tiles are folded first to last). Which program did the fold
+  changes nothing in what it computes; with the long rule off and the same pins the output is
+  the bundled kernel's, bit for bit, wherever the compiler lays out the two alike.
+- **Optionally a longer split for long requests** (``LONG_SPLIT_TOKENS_D128`` for requests longer
+  than ``LONG_FROM_TOKENS_D128`` tokens, ``SPLIT_TOKENS_D128`` otherwise; 0 turns the rule off):
+  fewer partials, fewer pipeline ramps and a shorter fold per token for long requests, at the
+  price of fewer programs when such a request runs alone. The grid is sized for the short split;
+  a long request's programs past its last split exit at once.
+- **Splits run next to each other**: the grid is (split, kv head, request), split fastest, so a
+  request's splits are in flight together, its last arriver folds partials that are still in L2,
+  and the folds are spread over the run instead of piling up in the last wave.
+- K is gathered as rows ``[BLOCK_N, D]`` and transposed in the dot, as in the bundled kernel.
+  Requests have at least one token.
+
+Batch-invariant because everything a request's output depends on is fixed by the request itself
+and the head layout: its split size is chosen from its own length (never from the batch size,
+the other requests' lengths or the grid), its split boundaries run every split-size tokens from
+its first token, the key tiles inside a split, the fold's tile width and order follow the head
+layout alone, and the page placement only moves addresses. The counter decides *which* program
+folds, not *what* is folded or in which order; integer atomics are exact, and no float is ever
+accumulated atomically. Programs of other requests touch other counters and other partials.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+# Pinned per head dim (never per batch): key tile, split size, warps and pipeline stages.
+BLOCK_N_D128 = 64
+SPLIT_TOKENS_D128 = 512
+NUM_WARPS_D128 = 4
+NUM_STAGES_D128 = 3
+# Requests longer than LONG_FROM_TOKENS_D128 tokens split every LONG_SPLIT_TOKENS_D128 tokens
+# (a request's own length only); LONG_SPLIT_TOKENS_D128 = 0 (or not above SPLIT_TOKENS_D128):
+# every request splits every SPLIT_TOKENS_D128 tokens.
+LONG_SPLIT_TOKENS_D128 = 1024
+LONG_FROM_TOKENS_D128 = 16384
+# Small head dims (the CPU problem): small splits, so that the interpreter's requests of tens of
+# tokens have several splits and the long rule applies to some of them.
+BLOCK_N_SMALL = 16
+SPLIT_TOKENS_SMALL = 16
+LONG_SPLIT_TOKENS_SMALL = 32
+LONG_FROM_TOKENS_SMALL = 40
+# Splits folded per step of the fold (the bundled combine's tile).
+SPLIT_TILE = 16
+# Rows of partial maxima and masses start on a 128-byte line (32 floats).
+ML_ALIGN = 32
+# Keep the arrival counters between calls (the last arriver puts each back to 0); False: a
+# zeroed buffer per call.
+CACHE_COUNTERS = True
+
+_COUNTERS: dict[torch.device, torch.Tensor] = {}
+
+
+@triton.jit
+def _fold_head(acc_ptr, max_ptr, sum_ptr, o_ptr, n_splits, HEAD_DIM: tl.constexpr, SPLIT_TILE: tl.constexpr):
+    """One query head's output from its ``n_splits`` partials: SPLIT_TILE splits a step, split 0
+    first, as the bundled combine folds them. Loads bypass L1 (``.cg``): other SMs wrote them."""
+    offs_s = tl.arange(0, SPLIT_TILE)
+    offs_d = tl.arange(0, HEAD_DIM)
+    m_all = tl.full([], float("-inf"), dtype=tl.float32)
+    l_all = tl.zeros([], dtype=tl.float32)
+    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    # Tiles of SPLIT_TILE splits, first to last; a tile's masked splits add exact zeros.
+    for s0 in range(0, n_splits, SPLIT_TILE):
+        s_ok = s0 + offs_s < n_splits
+        m_s = tl.load(max_ptr + s0 + offs_s, mask=s_ok, other=float("-inf"), cache_modifier=".cg")
+        l_s = tl.load(sum_ptr + s0 + offs_s, mask=s_ok, other=0.0, cache_modifier=".cg")
+        a_s = tl.load(
+            acc_ptr + (s0 + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+            mask=s_ok[:, None],
+            other=0.0,
+            cache_modifier=".cg",
+        )
+        m_new = tl.maximum(m_all, tl.max(m_s, axis=0))
+        alpha = tl.exp2(m_all - m_new)
+        beta = tl.where(s_ok, tl.exp2(m_s - m_new), 0.0)
+        l_all = l_all * alpha + tl.sum(l_s * beta, axis=0)
+        acc = acc * alpha + tl.sum(a_s * beta[:, None], axis=0)
+        m_all = m_new
+    tl.store(o_ptr + offs_d, (acc / l_all).to(o_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _decode_fused(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    table_ptr,
+    lens_ptr,
+    part_acc_ptr,
+    part_max_ptr,
+    part_sum_ptr,
+    count_ptr,
+    o_ptr,
+    qk_scale,
+    table_width,
+    max_splits,
+    ml_stride,
+    q_heads,
+    kv_heads,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    PAGE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_TOKENS: tl.constexpr,
+    LONG_SPLIT_TOKENS: tl.constexpr,
+    LONG_FROM_TOKENS: tl.constexpr,
+    SPLIT_TILE: tl.constexpr,
+):
+    split = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    req = tl.program_id(2)
+    seq_len = tl.load(lens_ptr + req)
+    # The request's split size, from its own length only.
+    split_len = SPLIT_TOKENS
+    if LONG_SPLIT_TOKENS > SPLIT_TOKENS:
+        split_len = tl.where(seq_len > LONG_FROM_TOKENS, LONG_SPLIT_TOKENS, SPLIT_TOKENS)
+    n_splits = (seq_len + split_len - 1) // split_len
+    if split < n_splits:
+        offs_g = tl.arange(0, GROUP_PAD)
+        offs_d = tl.arange(0, HEAD_DIM)
+        offs_n = tl.arange(0, BLOCK_N)
+        # The query heads of one kv head, padded to 16 rows so Q·Kᵀ is a tl.dot.
+        g_ok = offs_g < GROUP
+        heads = kv_head * GROUP + offs_g
+        q = tl.load(
+            q_ptr + (req * q_heads + heads)[:, None] * HEAD_DIM + offs_d[None, :],
+            mask=g_ok[:, None],
+            other=0.0,
+        )
+        m_i = tl.full([GROUP_PAD], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
+        acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
+        start = split * split_len
+        end = tl.minimum(start + split_len, seq_len)
+        for tok0 in range(start, end, BLOCK_N):
+            toks = tok0 + offs_n
+            t_ok = toks < end
+            page = tl.load(table_ptr + req * table_width + toks // PAGE, mask=t_ok, other=0)
+            # Row of the token in the pool viewed as [P*page, Hkv, D].
+            row = (page.to(tl.int64) * PAGE + toks % PAGE) * kv_heads + kv_head
+            k = tl.load(k_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=t_ok[:, None], other=0.0)
+            qk = tl.dot(q, tl.trans(k)) * qk_scale
+            qk = tl.where(t_ok[None, :], qk, float("-inf"))
+            # The first tile holds at least one real token, so m_new is finite.
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(qk - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            v = tl.load(v_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=t_ok[:, None], other=0.0)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
+        if n_splits == 1:
+            out = acc / l_i[:, None]
+            tl.store(
+                o_ptr + (req * q_heads + heads)[:, None] * HEAD_DIM + offs_d[None, :],
+                out.to(o_ptr.dtype.element_ty),
+                mask=g_ok[:, None],
+            )
+        else:
+            part = (req * q_heads + heads) * max_splits + split
+            tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=g_ok[:, None])
+            part_ml = (req * q_heads + heads) * ml_stride + split
+            tl.store(part_max_ptr + part_ml, m_i, mask=g_ok)
+            tl.store(part_sum_ptr + part_ml, l_i, mask=g_ok)
+            # Every thread's stores come before the one thread's release below.
+            tl.debug_barrier()
+            counter = count_ptr + req * kv_heads + kv_head
+            arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if arrived == n_splits - 1:
+                # The last split of this (request, kv head): fold all its splits, head by head.
+                for g in range(GROUP):
+                    head = req * q_heads + kv_head * GROUP + g
+                    _fold_head(
+                        part_acc_ptr + head * max_splits * HEAD_DIM,
+                        part_max_ptr + head * ml_stride,
+                        part_sum_ptr + head * ml_stride,
+                        o_ptr + head * HEAD_DIM,
+                        n_splits,
+                        HEAD_DIM,
+                        SPLIT_TILE,
+                    )
+                # Every split of this (request, kv head) has arrived: ready for the next call.
+                tl.store(counter, 0)
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """A zeroed int32 arrival counter per (request, kv head), at least ``n`` of them."""
+    if not CACHE_COUNTERS:
+        return torch.zeros(n, dtype=torch.int32, device=device)
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        size = max(n, 2 * buf.numel()) if buf is not None else max(n, 4096)
+        buf = torch.zeros(size, dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
+
+
+def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
+    batch, q_heads, head_dim = q.shape
+    _, page, kv_heads, _ = k_cache.shape
+    group = q_heads // kv_heads
+    group_pad = max(16, triton.next_power_of_2(group))
+    # Every pin follows the head dim alone, never the batch (the split size also the request's length).
+    if head_dim >= 128:
+        block_n, split_tokens = BLOCK_N_D128, SPLIT_TOKENS_D128
+        long_split, long_from = LONG_SPLIT_TOKENS_D128, LONG_FROM_TOKENS_D128
+        num_warps, num_stages = NUM_WARPS_D128, NUM_STAGES_D128
+    else:
+        block_n, split_tokens = BLOCK_N_SMALL, SPLIT_TOKENS_SMALL
+        long_split, long_from = LONG_SPLIT_TOKENS_SMALL, LONG_FROM_TOKENS_SMALL
+        num_warps, num_stages = 4, 2
+    long_split = max(long_split, split_tokens)
+    table_width = block_table.shape[1]
+    # Enough programs for the widest block table at the short split; the rest exit at once.
+    max_splits = triton.cdiv(table_width * page, split_tokens)
+    device = q.device
+    block_table = block_table.contiguous()
+    seq_lens = seq_lens.contiguous()
+    part_acc = torch.empty((batch, q_heads, max_splits, head_dim), dtype=torch.float32, device=device)
+    ml_stride = triton.cdiv(max_splits, ML_ALIGN) * ML_ALIGN
+    part_max = torch.empty((batch, q_heads, ml_stride), dtype=torch.float32, device=device)
+    part_sum = torch.empty((batch, q_heads, ml_stride), dtype=torch.float32, device=device)
+    counters = _counters(device, batch * kv_heads)
+    o = torch.empty_like(q)
+    _decode_fused[(max_splits, kv_heads, batch)](
+        q.contiguous(),
+        k_cache.contiguous(),
+        v_cache.contiguous(),
+        block_table,
+        seq_lens,
+        part_acc,
+        part_max,
+        part_sum,
+        counters,
+        o,
+        sm_scale * LOG2E,
+        table_width,
+        max_splits,
+        ml_stride,
+        q_heads,
+        kv_heads,
+        GROUP=group,
+        GROUP_PAD=group_pad,
+        HEAD_DIM=head_dim,
+        PAGE=page,
+        BLOCK_N=block_n,
+        SPLIT_TOKENS=split_tokens,
+        LONG_SPLIT_TOKENS=long_split,
+        LONG_FROM_TOKENS=long_from,
+        SPLIT_TILE=SPLIT_TILE,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
+    return o
