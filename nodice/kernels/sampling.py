@@ -36,9 +36,12 @@ request's rounds are the same whatever its batchmates need: programs of requests
 (or greedy, or without top-k or top-p) skip their work, and a program holding several requests
 (small vocabularies only) stops changing a request once it is done.
 
-Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; the whole gate passed on CUDA;
-``bench/results/h200_2026-12-04/callC/``): 0.049–0.78 ms over the benchmark's eight workloads,
-1.04–2.76× FlashInfer's top-k/top-p sampling (which is not batch-invariant) at every batch.
+Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; the whole gate passed on CUDA; the
+report ``bench/results/kernels_h200.json``): 0.084–0.69 ms over the benchmark's eight workloads,
+1.04–2.11× FlashInfer's top-k/top-p sampling (which is not batch-invariant) and 6.9–67× torch's
+per-request multinomial at every batch. ``SPLIT_WARPS`` is the lineage's pin
+(``bench/results/evolve/sampling/``): against 4 warps it is faster at 64 and 256 requests and
+slower at 1 and 8, lifting the lowest ratio to FlashInfer from 1.00× to 1.04×.
 """
 
 import torch
@@ -56,7 +59,7 @@ MIN_CHUNKS = 8
 MAX_TILE = 1024
 TILE_ELEMENTS = 16384
 MAX_ROWS = 128
-SPLIT_WARPS = 2  # 4 before the lineage's v1 (bench/results/evolve/sampling/): +13.8 % geomean
+SPLIT_WARPS = 2  # the lineage's v1 (4 before; see the docstring)
 # The per-request programs (the first draw, the test, the rejection loop).
 LOOP_ELEMENTS = 32768
 MAX_BLOCK_V = 8192
