@@ -35,7 +35,7 @@ from nodice.bench.timing import Timing, measure
 from nodice.errors import KernelCrashError
 from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
-from nodice.gate.execute import check_output, poison_allocator
+from nodice.gate.execute import check_output, describe_exception, poison_allocator
 from nodice.gate.host_lines import HostLines
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task, Workload
@@ -119,7 +119,7 @@ def _run_checked(
     except CheatDetected:
         raise
     except Exception as exc:
-        raise KernelCrashError(f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
+        raise KernelCrashError(describe_exception(exc, None)[:300]) from None
     outs = check_output(task, out, spec, device)
     return outs if len(outs) > 1 else outs[0]
 

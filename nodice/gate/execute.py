@@ -35,6 +35,49 @@ def poison_allocator(device: torch.device, shapes: list[tuple[torch.Size, torch.
     del blocks
 
 
+def _jit_error_line(exc: BaseException, candidate: Path) -> int | None:
+    """The candidate's file line of a Triton compilation error. Its message is ``at L:C:``, an
+    excerpt of the kernel's source ending at the failing line, a caret line and the reason; Triton
+    counts L from the ``@triton.jit`` function's ``def``: the failing line is found where it sits
+    L - 1 lines below a ``def``."""
+    rel = getattr(getattr(exc, "node", None), "lineno", None)
+    lines = str(exc).splitlines()
+    carets = [i for i, line in enumerate(lines) if line.strip() == "^"]
+    if not isinstance(rel, int) or rel < 1 or not carets or carets[-1] < 1:
+        return None
+    text = lines[carets[-1] - 1].strip()
+    try:
+        source = candidate.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(source):
+        head = i - (rel - 1)
+        if text and line.strip() == text and head >= 0 and source[head].lstrip().startswith("def "):
+            return i + 1
+    return None
+
+
+def describe_exception(exc: BaseException, candidate: Path | None) -> str:
+    """One line for an exception the candidate raised: its type, where in the candidate file, and
+    the message. A Triton compilation error names the kernel's own line and the compiler's reason
+    (its message is a source excerpt first, the reason last)."""
+    where = ""
+    if candidate is not None:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == candidate]
+        line = _jit_error_line(exc, candidate)
+        if line is not None:
+            where = f" at {candidate.name}:{line}"
+            if frames:
+                where += f" (launched at line {frames[-1].lineno})"
+        elif frames:
+            where = f" at {candidate.name}:{frames[-1].lineno}"
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    reason = getattr(exc, "error_message", None)
+    msg = " ".join(str(reason).split()) if reason else first
+    return f"{type(exc).__name__}{where}: {msg}"
+
+
 def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) -> Any:
     progress.step()
     try:
@@ -47,10 +90,7 @@ def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) 
     except (KeyboardInterrupt, NodiceError, CheatDetected):
         raise  # the harness's own verdicts (bad output, a guard's cheat) pass through unchanged
     except BaseException as exc:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == candidate]
-        where = f" at {candidate.name}:{frames[-1].lineno}" if frames else ""
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise KernelCrashError(f"{type(exc).__name__}{where}: {msg}"[:400]) from None
+        raise KernelCrashError(describe_exception(exc, candidate)[:400]) from None
 
 
 OutputSpec = list[tuple[torch.Size, torch.dtype]]

@@ -18,6 +18,7 @@ from nodice.gate.dynamic import validate
 from nodice.gate.loader import Candidate, load_kernel, read_source
 from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
+from nodice.gate.static import triton_globals
 from nodice.tasks import Task, get_task
 
 
@@ -117,7 +118,9 @@ def check(
         seed = secrets.randbits(31) if seed is None else seed
         result.notes.append(f"seed={seed}")
         p = Path(path)
-        read_source(p.resolve())
+        portability = triton_globals.note(triton_globals.nonconstexpr_globals(read_source(p.resolve())))
+        if portability:
+            result.notes.append(portability)
 
         if static:
             from nodice.gate.static import run_static
