@@ -36,13 +36,14 @@ No atomics, no split-K.
 
 Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; ``bench/results/h200_2026-12-04/callC/``,
 ``sweep_moe_wide.py``, ratios of times in one sweep): the wide table runs mixtral-8x7b-prefill4k
-1.40× faster than the many-expert table and 1.03× torch ``grouped_mm``; Mixtral decode at 16 and
-256 tokens 0.88× and 1.04× the many-expert table, 1.63× and 1.57× ``grouped_mm``; the other
-models are unchanged (the same kernels). A bf16 bitwise check at Mixtral's shapes (a token alone
-against batches of 2 to 4096) passed for every table. The sweep's candidate file is
-``bench/gpu/candidates/moe_wide.py``. In the report (``bench/results/kernels_h200.json``, the
-whole gate passed on CUDA): 59.2 TFLOP/s geomean, ≥ ``grouped_mm`` at all twelve workloads
-(1.04× at mixtral-8x7b-prefill4k, 1.24–2.92× elsewhere) and ≥ Liger's fused MoE at all twelve.
+1.40× faster than the many-expert table and 1.03× torch ``grouped_mm``; Mixtral decode at 16 and 256
+tokens 0.88× and 1.04× the many-expert table, 1.63× and 1.57× ``grouped_mm``; the other models are
+unchanged (the same kernels). A bf16 bitwise check at Mixtral's shapes (a token alone against
+batches of 2 to 4096) passed for every table (the sweep ran this file as a candidate with
+descriptors on; ``sweep_moe_wide.py`` now sweeps this file). In the report
+(``bench/results/kernels_h200.json``, the whole gate passed on CUDA): 59.2 TFLOP/s geomean, ≥
+``grouped_mm`` at all twelve workloads (1.04× at mixtral-8x7b-prefill4k, 1.24–2.92× elsewhere) and ≥
+Liger's fused MoE at all twelve.
 """
 
 import torch

@@ -67,6 +67,8 @@ LONG_SPLIT_TOKENS_SMALL = 32
 LONG_FROM_TOKENS_SMALL = 40
 # Splits folded per step of the fold (the bundled combine's tile).
 SPLIT_TILE = 16
+# Query heads folded at once by the last arriver (a power of two; capped at the group's).
+FOLD_HEADS = 4
 # Rows of partial maxima and masses start on a 128-byte line (32 floats).
 ML_ALIGN = 32
 # Keep the arrival counters between calls (the last arriver puts each back to 0); False: a
@@ -77,32 +79,61 @@ _COUNTERS: dict[torch.device, torch.Tensor] = {}
 
 
 @triton.jit
-def _fold_head(acc_ptr, max_ptr, sum_ptr, o_ptr, n_splits, HEAD_DIM: tl.constexpr, SPLIT_TILE: tl.constexpr):
-    """One query head's output from its ``n_splits`` partials: SPLIT_TILE splits a step, split 0
-    first, as the bundled combine folds them. Loads bypass L1 (``.cg``): other SMs wrote them."""
+def _fold_group(
+    acc_ptr,
+    max_ptr,
+    sum_ptr,
+    o_ptr,
+    n_splits,
+    max_splits,
+    ml_stride,
+    GROUP: tl.constexpr,
+    FOLD_HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    SPLIT_TILE: tl.constexpr,
+):
+    """The outputs of one kv head's GROUP query heads from their ``n_splits`` partials,
+    FOLD_HEADS heads at once: per step a [FOLD_HEADS, SPLIT_TILE] tile of maxima and masses and a
+    [FOLD_HEADS, SPLIT_TILE, HEAD_DIM] tile of values, split 0 first. Per head this is the
+    bundled combine's fold (same tile width, same order; every reduction runs over the split
+    axis of the head's own row). The pointers are the group's first head's; the loads bypass L1
+    (``.cg``): other SMs wrote them."""
+    offs_h = tl.arange(0, FOLD_HEADS)
     offs_s = tl.arange(0, SPLIT_TILE)
     offs_d = tl.arange(0, HEAD_DIM)
-    m_all = tl.full([], float("-inf"), dtype=tl.float32)
-    l_all = tl.zeros([], dtype=tl.float32)
-    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
-    # Tiles of SPLIT_TILE splits, first to last; a tile's masked splits add exact zeros.
-    for s0 in range(0, n_splits, SPLIT_TILE):
-        s_ok = s0 + offs_s < n_splits
-        m_s = tl.load(max_ptr + s0 + offs_s, mask=s_ok, other=float("-inf"), cache_modifier=".cg")
-        l_s = tl.load(sum_ptr + s0 + offs_s, mask=s_ok, other=0.0, cache_modifier=".cg")
-        a_s = tl.load(
-            acc_ptr + (s0 + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
-            mask=s_ok[:, None],
-            other=0.0,
-            cache_modifier=".cg",
+    for h0 in range(0, GROUP, FOLD_HEADS):
+        # Rows past GROUP (GROUP not a multiple of FOLD_HEADS) read the last head again and are
+        # never stored.
+        rows = tl.minimum(h0 + offs_h, GROUP - 1)
+        m_all = tl.full([FOLD_HEADS], float("-inf"), dtype=tl.float32)
+        l_all = tl.zeros([FOLD_HEADS], dtype=tl.float32)
+        acc = tl.zeros([FOLD_HEADS, HEAD_DIM], dtype=tl.float32)
+        # Tiles of SPLIT_TILE splits, first to last; a tile's masked splits add exact zeros.
+        for s0 in range(0, n_splits, SPLIT_TILE):
+            splits = s0 + offs_s
+            s_ok = splits < n_splits
+            ml = rows[:, None] * ml_stride + splits[None, :]
+            m_s = tl.load(max_ptr + ml, mask=s_ok[None, :], other=float("-inf"), cache_modifier=".cg")
+            l_s = tl.load(sum_ptr + ml, mask=s_ok[None, :], other=0.0, cache_modifier=".cg")
+            part = rows[:, None] * max_splits + splits[None, :]
+            a_s = tl.load(
+                acc_ptr + part[:, :, None] * HEAD_DIM + offs_d[None, None, :],
+                mask=s_ok[None, :, None],
+                other=0.0,
+                cache_modifier=".cg",
+            )
+            m_new = tl.maximum(m_all, tl.max(m_s, axis=1))
+            alpha = tl.exp2(m_all - m_new)
+            beta = tl.where(s_ok[None, :], tl.exp2(m_s - m_new[:, None]), 0.0)
+            l_all = l_all * alpha + tl.sum(l_s * beta, axis=1)
+            acc = acc * alpha[:, None] + tl.sum(a_s * beta[:, :, None], axis=1)
+            m_all = m_new
+        out = acc / l_all[:, None]
+        tl.store(
+            o_ptr + (h0 + offs_h)[:, None] * HEAD_DIM + offs_d[None, :],
+            out.to(o_ptr.dtype.element_ty),
+            mask=(h0 + offs_h < GROUP)[:, None],
         )
-        m_new = tl.maximum(m_all, tl.max(m_s, axis=0))
-        alpha = tl.exp2(m_all - m_new)
-        beta = tl.where(s_ok, tl.exp2(m_s - m_new), 0.0)
-        l_all = l_all * alpha + tl.sum(l_s * beta, axis=0)
-        acc = acc * alpha + tl.sum(a_s * beta[:, None], axis=0)
-        m_all = m_new
-    tl.store(o_ptr + offs_d, (acc / l_all).to(o_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -125,6 +156,7 @@ def _decode_fused(
     kv_heads,
     GROUP: tl.constexpr,
     GROUP_PAD: tl.constexpr,
+    FOLD_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     PAGE: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -194,18 +226,21 @@ def _decode_fused(
             counter = count_ptr + req * kv_heads + kv_head
             arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
             if arrived == n_splits - 1:
-                # The last split of this (request, kv head): fold all its splits, head by head.
-                for g in range(GROUP):
-                    head = req * q_heads + kv_head * GROUP + g
-                    _fold_head(
-                        part_acc_ptr + head * max_splits * HEAD_DIM,
-                        part_max_ptr + head * ml_stride,
-                        part_sum_ptr + head * ml_stride,
-                        o_ptr + head * HEAD_DIM,
-                        n_splits,
-                        HEAD_DIM,
-                        SPLIT_TILE,
-                    )
+                # The last split of this (request, kv head): fold all its splits, every head at once.
+                head0 = req * q_heads + kv_head * GROUP
+                _fold_group(
+                    part_acc_ptr + head0 * max_splits * HEAD_DIM,
+                    part_max_ptr + head0 * ml_stride,
+                    part_sum_ptr + head0 * ml_stride,
+                    o_ptr + head0 * HEAD_DIM,
+                    n_splits,
+                    max_splits,
+                    ml_stride,
+                    GROUP,
+                    FOLD_HEADS,
+                    HEAD_DIM,
+                    SPLIT_TILE,
+                )
                 # Every split of this (request, kv head) has arrived: ready for the next call.
                 tl.store(counter, 0)
 
@@ -268,6 +303,7 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         kv_heads,
         GROUP=group,
         GROUP_PAD=group_pad,
+        FOLD_HEADS=min(FOLD_HEADS, triton.next_power_of_2(group)),
         HEAD_DIM=head_dim,
         PAGE=page,
         BLOCK_N=block_n,

@@ -1,16 +1,16 @@
-"""Sweep the wide-expert MoE candidate's wide table against the bundled kernel and the grouped-GEMM
-baselines (GPU, bf16), after a bitwise check of the wide table.
+"""Sweep the bundled MoE kernel's wide-expert table against the seed and the grouped-GEMM baselines
+(GPU, bf16), after a bitwise check of the wide table.
 
-``moe_wide.py`` runs the bundled computation except for models with few, wide experts
-(Mixtral-8x7B among the workloads), and the gate's GPU problem (128 experts of 256 columns) does
-not select the wide table, so the gate does not see it. First, at every few-expert model of the
-task's workloads, one token computed alone is compared bitwise with the same token inside batches
-of 2 … 4096 tokens (first, middle and last slot; batchmates routed at random or onto the token's
-own experts), at the committed pins, then (a shorter set, while ``--check-seconds`` last) at each
-table below; one ``"impl": "bi"`` line per setting. Then ``sweep_pins.py``: the bundled kernel
-(``reference`` = ``bundled``) and the task's baselines on every workload, the candidate at its
-own pins on every workload, and each table below on the few-expert workloads only (elsewhere the
-candidate runs the bundled table, which the tables do not touch).
+The wide table (``nodice/kernels/moe.py``; written first as a candidate, bundled 2026-12-04) serves
+only models with few, wide experts (Mixtral-8x7B among the workloads), and the gate's GPU problem
+(128 experts of 256 columns) does not select the wide table, so the gate does not see it. First, at
+every few-expert model of the task's workloads, one token computed alone is compared bitwise with
+the same token inside batches of 2 … 4096 tokens (first, middle and last slot; batchmates routed at
+random or onto the token's own experts), at the committed pins, then (a shorter set, while
+``--check-seconds`` last) at each table below; one ``"impl": "bi"`` line per setting. Then
+``sweep_pins.py``: the seed (``reference`` = ``seed``) and the task's baselines on every workload,
+the bundled kernel at its own pins on every workload, and each table below on the few-expert
+workloads only (elsewhere the kernel runs the many-expert table, which the tables do not touch).
 
     python3 bench/gpu/candidates/sweep_moe_wide.py --out $OUT/sweep_moe_wide.jsonl [--seconds 100]
 """
@@ -25,9 +25,11 @@ import time
 from typing import Any
 
 import torch
-from sweep_pins import HERE, ROOT, Sweep, _load, _sticky, main
+from sweep_pins import ROOT, Sweep, _load, _sticky, main
 
 from nodice.tasks.base import Workload
+
+BUNDLED = ROOT / "nodice" / "kernels" / "moe.py"
 
 # Every table names every key, so that no setting carries over into the next.
 _KEYS = (
@@ -43,14 +45,17 @@ _KEYS = (
     "WIDE_GROUP_M",
 )
 
-# Changes from the committed pins (128 × 128 tiles in both GEMMs, 8 warps, 3 stages, TMA
-# descriptors, x copied into expert order, groups of 8 expert tiles), likeliest first. Gate/up keeps
-# two accumulators (gate and up) of BLOCK_M × BLOCK_N, so its 128-column tile already feeds 256
-# weight columns per K step; a 128 × 256 gate/up tile would need 512 fp32 registers a thread.
+# Changes from the committed pins (128 × 128 tiles in both GEMMs, 8 warps, 3 stages, pointer
+# loads, x copied into expert order, groups of 8 expert tiles), likeliest first. Gate/up keeps two
+# accumulators (gate and up) of BLOCK_M × BLOCK_N, so its 128-column tile already feeds 256 weight
+# columns per K step; a 128 × 256 gate/up tile would need 512 fp32 registers a thread. The first
+# sweep (2026-12-04, TMA descriptors then on) measured the tables below with descriptors; pointer
+# loads won at decode and tied at prefill, and became the pin.
 CHANGES: list[dict[str, Any]] = [
     # The 2026-12-02 sweep's best at mixtral-8x7b-prefill4k, as it ran there (465 TFLOP/s).
-    {"WIDE_DESCRIPTORS": False, "WIDE_GROUPED_X": False, "WIDE_GROUP_M": 0},
-    {"WIDE_DESCRIPTORS": False},
+    {"WIDE_GROUPED_X": False, "WIDE_GROUP_M": 0},
+    {"WIDE_DESCRIPTORS": None},
+    {"WIDE_DESCRIPTORS": None, "WIDE_DOWN_BLOCK_N": 256, "WIDE_DOWN_STAGES": 4},
     {"WIDE_DOWN_BLOCK_N": 256},
     {"WIDE_DOWN_BLOCK_N": 256, "WIDE_DOWN_STAGES": 4},
     {"WIDE_GROUP_M": 0},
@@ -63,8 +68,8 @@ CHANGES: list[dict[str, Any]] = [
 
 @functools.cache
 def _committed() -> Any:
-    """The candidate at its committed pins (the sweep sets pins on its own copy)."""
-    return _load(HERE / "moe_wide.py", "moe_wide_committed")
+    """The kernel at its committed pins (the sweep sets pins on its own copy)."""
+    return _load(BUNDLED, "moe_wide_committed")
 
 
 def _pins() -> dict[str, Any]:
@@ -117,7 +122,7 @@ def bitwise_check(out_path: str, seconds: float) -> bool:
     True when a fault left the CUDA context unusable (the sweep cannot run after it)."""
     from nodice.tasks import get_task
 
-    cand = _load(HERE / "moe_wide.py", "moe_wide_bi")
+    cand = _load(BUNDLED, "moe_wide_bi")
     pins = _pins()
     models = sorted(
         {
@@ -159,9 +164,9 @@ def bitwise_check(out_path: str, seconds: float) -> bool:
 PLAN = [
     Sweep(
         "moe",
-        ROOT / "nodice" / "kernels" / "moe.py",
-        "bundled",
-        "moe_wide.py",
+        ROOT / "nodice" / "examples" / "moe" / "seed.py",
+        "seed",
+        BUNDLED,
         _tables,
         table_workloads=_few_experts,
     )
