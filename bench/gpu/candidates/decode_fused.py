@@ -16,14 +16,33 @@ first:
   (``CACHE_COUNTERS``; grown when a call needs more). A request with a single split writes its
   output directly and touches neither partials nor counter.
 - **The fold reads memory only**, whichever program arrives last: every split's partials, its
-  own included, are read back (``.cg``: from L2, since L1 is not coherent across SMs; the rows of
-  maxima and masses are also padded to whole 128-byte lines, so no line holds two folds' data)
-  and folded exactly as the bundled combine folds them: query head by query head, SPLIT_TILE
-  splits at a time, split 0 first (the running max over a tile is exact and order-free, the
-  tile's masses and values are summed by ``tl.sum`` over a tile of fixed width where masked
-  splits add exact zeros, the tiles are folded first to last). Which program did the fold
-  changes nothing in what it computes; with the long rule off and the same pins the output is
-  the bundled kernel's, bit for bit, wherever the compiler lays out the two alike.
+  own included, are read back (``.cg``: from L2, since L1 is not coherent across SMs; each
+  (request, kv head)'s maxima and masses are also padded to whole 128-byte lines, so no line
+  holds two folds' data) and folded exactly as the bundled combine folds them: per query head,
+  SPLIT_TILE splits at a time, split 0 first (the running max over a tile is exact and
+  order-free, the tile's masses and values are summed by ``tl.sum`` over a tile of fixed width
+  where masked splits add exact zeros, the tiles are folded first to last). Which program did
+  the fold changes nothing in what it computes; with the long rule off and the same pins the
+  output is the bundled kernel's, bit for bit, wherever the compiler lays out the two alike.
+- **FOLD_HEADS query heads are folded side by side** (``_fold_group``). The fold is the one
+  part of the kernel on the critical path: it starts when the last split lands and nothing else
+  of its request runs meanwhile. Folding the GROUP heads one after another (the first version)
+  took GROUP × ceil(splits / SPLIT_TILE) dependent steps (a load from L2, then reductions
+  across warps), where the bundled combine spreads the same work over batch × q_heads programs;
+  that lost the small batches (b1-kv32k 1784 GB/s against the bundled 2514). Each step now loads
+  a [FOLD_HEADS, SPLIT_TILE] tile of maxima and masses and a [FOLD_HEADS, SPLIT_TILE, D] tile of
+  values and reduces over the split axis only, so it takes GROUP / FOLD_HEADS × ceil(splits /
+  SPLIT_TILE) steps (llama's group of 4: one pass). Per head the reductions are the ones the
+  bundled combine does (same tile width, same order, every sum over the head's own row), so
+  the result does not change; on sm_90 the split axis also keeps the bundled combine's layout
+  (4 warps × 4 registers for the values, 16 lanes for the masses) up to FOLD_HEADS 4. The price
+  is registers: the value tile is FOLD_HEADS × SPLIT_TILE × D / (32 × warps) fp32 per thread
+  (64 at FOLD_HEADS 4, D 128, 4 warps), and the fold sets the register count of the whole
+  kernel: about 150 against 72-96 with one head (sm_90 compile), 3 programs per SM instead of
+  the 5 that shared memory allows at BLOCK_N 64 (BLOCK_N 128 is held to 3 by shared memory
+  anyway). The partials are split-major per (request, kv head) (values [split, head, D], maxima
+  and masses [split, head]): a split writes one contiguous block, and every offset of a fold
+  step is a constant off one scalar base.
 - **Optionally a longer split for long requests** (``LONG_SPLIT_TOKENS_D128`` for requests longer
   than ``LONG_FROM_TOKENS_D128`` tokens, ``SPLIT_TOKENS_D128`` otherwise; 0 turns the rule off):
   fewer partials, fewer pipeline ramps and a shorter fold per token for long requests, at the
@@ -39,7 +58,8 @@ Batch-invariant because everything a request's output depends on is fixed by the
 and the head layout: its split size is chosen from its own length (never from the batch size,
 the other requests' lengths or the grid), its split boundaries run every split-size tokens from
 its first token, the key tiles inside a split, the fold's tile width and order follow the head
-layout alone, and the page placement only moves addresses. The counter decides *which* program
+layout alone (FOLD_HEADS only changes how many heads share a step, never a head's own sums),
+and the page placement only moves addresses. The counter decides *which* program
 folds, not *what* is folded or in which order; integer atomics are exact, and no float is ever
 accumulated atomically. Programs of other requests touch other counters and other partials.
 """
@@ -67,7 +87,8 @@ LONG_SPLIT_TOKENS_SMALL = 32
 LONG_FROM_TOKENS_SMALL = 40
 # Splits folded per step of the fold (the bundled combine's tile).
 SPLIT_TILE = 16
-# Query heads folded at once by the last arriver (a power of two; capped at the group's).
+# Query heads folded side by side by the last arriver: the largest power of two up to FOLD_HEADS
+# that divides the group (1: head by head). Changes registers and steps, never the result.
 FOLD_HEADS = 4
 # Rows of partial maxima and masses start on a 128-byte line (32 floats).
 ML_ALIGN = 32
@@ -85,26 +106,23 @@ def _fold_group(
     sum_ptr,
     o_ptr,
     n_splits,
-    max_splits,
-    ml_stride,
     GROUP: tl.constexpr,
     FOLD_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     SPLIT_TILE: tl.constexpr,
 ):
-    """The outputs of one kv head's GROUP query heads from their ``n_splits`` partials,
-    FOLD_HEADS heads at once: per step a [FOLD_HEADS, SPLIT_TILE] tile of maxima and masses and a
-    [FOLD_HEADS, SPLIT_TILE, HEAD_DIM] tile of values, split 0 first. Per head this is the
-    bundled combine's fold (same tile width, same order; every reduction runs over the split
-    axis of the head's own row). The pointers are the group's first head's; the loads bypass L1
-    (``.cg``): other SMs wrote them."""
+    """The outputs of one kv head's GROUP query heads from their ``n_splits`` partials, FOLD_HEADS
+    heads at once (FOLD_HEADS divides GROUP): per step a [FOLD_HEADS, SPLIT_TILE] tile of maxima
+    and masses and a [FOLD_HEADS, SPLIT_TILE, HEAD_DIM] tile of values, split 0 first. Per head
+    this is the bundled combine's fold (same tile width, same order; every reduction runs over
+    the split axis of the head's own row). The partials are split-major ([split, head, D] and
+    [split, head]), so every offset in a step is a constant off one scalar base. The loads
+    bypass L1 (``.cg``): other SMs wrote them."""
     offs_h = tl.arange(0, FOLD_HEADS)
     offs_s = tl.arange(0, SPLIT_TILE)
     offs_d = tl.arange(0, HEAD_DIM)
     for h0 in range(0, GROUP, FOLD_HEADS):
-        # Rows past GROUP (GROUP not a multiple of FOLD_HEADS) read the last head again and are
-        # never stored.
-        rows = tl.minimum(h0 + offs_h, GROUP - 1)
+        heads = h0 + offs_h
         m_all = tl.full([FOLD_HEADS], float("-inf"), dtype=tl.float32)
         l_all = tl.zeros([FOLD_HEADS], dtype=tl.float32)
         acc = tl.zeros([FOLD_HEADS, HEAD_DIM], dtype=tl.float32)
@@ -112,12 +130,11 @@ def _fold_group(
         for s0 in range(0, n_splits, SPLIT_TILE):
             splits = s0 + offs_s
             s_ok = splits < n_splits
-            ml = rows[:, None] * ml_stride + splits[None, :]
+            ml = splits[None, :] * GROUP + heads[:, None]
             m_s = tl.load(max_ptr + ml, mask=s_ok[None, :], other=float("-inf"), cache_modifier=".cg")
             l_s = tl.load(sum_ptr + ml, mask=s_ok[None, :], other=0.0, cache_modifier=".cg")
-            part = rows[:, None] * max_splits + splits[None, :]
             a_s = tl.load(
-                acc_ptr + part[:, :, None] * HEAD_DIM + offs_d[None, None, :],
+                acc_ptr + ml[:, :, None] * HEAD_DIM + offs_d[None, None, :],
                 mask=s_ok[None, :, None],
                 other=0.0,
                 cache_modifier=".cg",
@@ -129,11 +146,7 @@ def _fold_group(
             acc = acc * alpha[:, None] + tl.sum(a_s * beta[:, :, None], axis=1)
             m_all = m_new
         out = acc / l_all[:, None]
-        tl.store(
-            o_ptr + (h0 + offs_h)[:, None] * HEAD_DIM + offs_d[None, :],
-            out.to(o_ptr.dtype.element_ty),
-            mask=(h0 + offs_h < GROUP)[:, None],
-        )
+        tl.store(o_ptr + heads[:, None] * HEAD_DIM + offs_d[None, :], out.to(o_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -216,26 +229,27 @@ def _decode_fused(
                 mask=g_ok[:, None],
             )
         else:
-            part = (req * q_heads + heads) * max_splits + split
+            # Split-major partials: this split's GROUP rows of values and its GROUP maxima and
+            # masses are contiguous.
+            fold = req * kv_heads + kv_head
+            part = (fold * max_splits + split) * GROUP + offs_g
             tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=g_ok[:, None])
-            part_ml = (req * q_heads + heads) * ml_stride + split
+            part_ml = fold * ml_stride + split * GROUP + offs_g
             tl.store(part_max_ptr + part_ml, m_i, mask=g_ok)
             tl.store(part_sum_ptr + part_ml, l_i, mask=g_ok)
             # Every thread's stores come before the one thread's release below.
             tl.debug_barrier()
-            counter = count_ptr + req * kv_heads + kv_head
+            counter = count_ptr + fold
             arrived = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
             if arrived == n_splits - 1:
-                # The last split of this (request, kv head): fold all its splits, every head at once.
-                head0 = req * q_heads + kv_head * GROUP
+                # The last split of this (request, kv head): fold all its splits, FOLD_HEADS
+                # heads per pass.
                 _fold_group(
-                    part_acc_ptr + head0 * max_splits * HEAD_DIM,
-                    part_max_ptr + head0 * ml_stride,
-                    part_sum_ptr + head0 * ml_stride,
-                    o_ptr + head0 * HEAD_DIM,
+                    part_acc_ptr + fold * max_splits * GROUP * HEAD_DIM,
+                    part_max_ptr + fold * ml_stride,
+                    part_sum_ptr + fold * ml_stride,
+                    o_ptr + (req * q_heads + kv_head * GROUP) * HEAD_DIM,
                     n_splits,
-                    max_splits,
-                    ml_stride,
                     GROUP,
                     FOLD_HEADS,
                     HEAD_DIM,
@@ -272,16 +286,22 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         long_split, long_from = LONG_SPLIT_TOKENS_SMALL, LONG_FROM_TOKENS_SMALL
         num_warps, num_stages = 4, 2
     long_split = max(long_split, split_tokens)
+    # Heads folded at once: the largest power of two up to FOLD_HEADS that divides the group.
+    fold_heads = 1
+    while fold_heads * 2 <= FOLD_HEADS and group % (fold_heads * 2) == 0:
+        fold_heads *= 2
     table_width = block_table.shape[1]
     # Enough programs for the widest block table at the short split; the rest exit at once.
     max_splits = triton.cdiv(table_width * page, split_tokens)
     device = q.device
     block_table = block_table.contiguous()
     seq_lens = seq_lens.contiguous()
-    part_acc = torch.empty((batch, q_heads, max_splits, head_dim), dtype=torch.float32, device=device)
-    ml_stride = triton.cdiv(max_splits, ML_ALIGN) * ML_ALIGN
-    part_max = torch.empty((batch, q_heads, ml_stride), dtype=torch.float32, device=device)
-    part_sum = torch.empty((batch, q_heads, ml_stride), dtype=torch.float32, device=device)
+    # Split-major partials per (request, kv head): values [split, head, D]; maxima and masses
+    # [split, head], each (request, kv head)'s row padded to whole 128-byte lines.
+    part_acc = torch.empty((batch, kv_heads, max_splits, group, head_dim), dtype=torch.float32, device=device)
+    ml_stride = triton.cdiv(max_splits * group, ML_ALIGN) * ML_ALIGN
+    part_max = torch.empty((batch, kv_heads, ml_stride), dtype=torch.float32, device=device)
+    part_sum = torch.empty((batch, kv_heads, ml_stride), dtype=torch.float32, device=device)
     counters = _counters(device, batch * kv_heads)
     o = torch.empty_like(q)
     _decode_fused[(max_splits, kv_heads, batch)](
@@ -303,7 +323,7 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         kv_heads,
         GROUP=group,
         GROUP_PAD=group_pad,
-        FOLD_HEADS=min(FOLD_HEADS, triton.next_power_of_2(group)),
+        FOLD_HEADS=fold_heads,
         HEAD_DIM=head_dim,
         PAGE=page,
         BLOCK_N=block_n,

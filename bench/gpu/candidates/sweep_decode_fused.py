@@ -6,8 +6,9 @@ gathered pages) and ``decode_fused.py`` (the combine folded into the split kerne
 split to arrive) in bf16 under each pin table: its own pins first, then split size 512 / 1024
 with and without the long-request rule (a longer split for requests longer than
 LONG_FROM_TOKENS_D128, chosen from the request's own length; LONG_SPLIT_TOKENS_D128 = 0 turns it
-off), key tiles of 64 / 128, 3 / 4 pipeline stages and the fold's tile (SPLIT_TILE splits a step;
-``sweep_pins.py``: one row per setting and workload). Every pin follows the head dim or the
+off), key tiles of 64 / 128, 3 / 4 pipeline stages, the fold's tile (SPLIT_TILE splits a step)
+and the query heads folded side by side (FOLD_HEADS; 1 is the first version's head-by-head fold)
+(``sweep_pins.py``: one row per setting and workload). Every pin follows the head dim or the
 request's own length, never the batch, so any row of the table is a batch-invariant kernel.
 
     python3 bench/gpu/candidates/sweep_decode_fused.py --out $OUT/sweep_decode_fused.jsonl [--seconds 150]
@@ -19,20 +20,28 @@ import sys
 
 from sweep_pins import ROOT, Sweep, main
 
-# (BLOCK_N, SPLIT_TOKENS, num_warps, num_stages, LONG_SPLIT_TOKENS, LONG_FROM_TOKENS, SPLIT_TILE),
-# likeliest first. LONG_SPLIT_TOKENS 0: every request splits every SPLIT_TOKENS tokens.
+# (BLOCK_N, SPLIT_TOKENS, num_warps, num_stages, LONG_SPLIT_TOKENS, LONG_FROM_TOKENS, SPLIT_TILE,
+# FOLD_HEADS), likeliest first. LONG_SPLIT_TOKENS 0: every request splits every SPLIT_TOKENS tokens.
+# FOLD_HEADS: query heads folded side by side (1: head by head, the first version's fold); it moves
+# the kernel's register count (sm_90 compile, D 128, 4 warps: BLOCK_N 64 about 72-96 / 128 / 150
+# / 218 at 1 / 2 / 4 / 8 heads, BLOCK_N 128 about 128 / 165 / 195 / 225), never the result.
 _PINS = [
-    (64, 512, 4, 3, 0, 16384, 16),
-    (64, 1024, 4, 3, 0, 16384, 16),
-    (64, 512, 4, 3, 2048, 16384, 16),
-    (64, 512, 4, 3, 1024, 4096, 16),
-    (64, 1024, 4, 3, 2048, 16384, 16),
-    (128, 512, 4, 3, 0, 16384, 16),
-    (128, 1024, 4, 3, 2048, 16384, 16),
-    (64, 512, 4, 4, 1024, 16384, 16),
-    (64, 1024, 4, 4, 0, 16384, 16),
-    (64, 512, 4, 3, 1024, 16384, 32),
-    (128, 512, 8, 3, 1024, 16384, 16),
+    # The best large-batch table of 2026-12-04 with two heads a pass: 3 programs per SM, as
+    # shared memory already allows at BLOCK_N 128.
+    (128, 1024, 4, 3, 2048, 16384, 16, 2),
+    # Two heads a pass at BLOCK_N 64: 4 programs per SM instead of 3 at 4 heads.
+    (64, 512, 4, 3, 1024, 16384, 16, 2),
+    # The control: the own pins with the head-by-head fold (the 2026-12-04 own-pins row).
+    (64, 512, 4, 3, 1024, 16384, 16, 1),
+    (64, 512, 4, 3, 0, 16384, 16, 4),
+    (64, 1024, 4, 3, 0, 16384, 16, 4),
+    (64, 512, 4, 3, 2048, 16384, 16, 4),
+    (64, 1024, 4, 3, 2048, 16384, 16, 4),
+    (128, 512, 4, 3, 0, 16384, 16, 4),
+    (128, 1024, 4, 3, 2048, 16384, 16, 4),
+    (64, 512, 4, 4, 1024, 16384, 16, 4),
+    (64, 1024, 4, 4, 0, 16384, 16, 4),
+    (64, 512, 4, 3, 1024, 16384, 32, 4),
 ]
 
 
@@ -46,8 +55,9 @@ def _tables() -> list[dict[str, int]]:
             "LONG_SPLIT_TOKENS_D128": ls,
             "LONG_FROM_TOKENS_D128": lf,
             "SPLIT_TILE": tile,
+            "FOLD_HEADS": fh,
         }
-        for n, s, w, st, ls, lf, tile in _PINS
+        for n, s, w, st, ls, lf, tile, fh in _PINS
     ]
 
 
