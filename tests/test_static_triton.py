@@ -527,3 +527,41 @@ def test_a_restart_period_from_the_sequence_length_is_not(tmp_path: Path) -> Non
     per_sample = "SHORT_CHUNK if seq_len < LONG_CHUNK_FROM_TOKENS else LONG_CHUNK"
     assert _kda_chunks(tmp_path, per_sample) == []
     assert _kda_chunks(tmp_path, per_sample, guard=" and t < n_lanes * seq_len") == []
+
+
+SCALED_ROWS = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _half():
+    return 0.5
+
+
+@triton.jit
+def _scale_rows(x_ptr, y_ptr, n_rows, hidden, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    s = 1.0
+    if n_rows > 64:
+        s = {value}
+    x = tl.load(x_ptr + row * hidden + offs, mask=offs < hidden, other=0.0)
+    tl.store(y_ptr + row * hidden + offs, x * s, mask=offs < hidden)
+
+
+def kernel(x, weight, eps):
+    y = torch.empty_like(x)
+    _scale_rows[(x.shape[0],)](x, y, x.shape[0], x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+"""
+
+
+@pytest.mark.parametrize("value", ["0.5", "_half()"])
+def test_a_constant_chosen_under_a_batch_branch_reaches_the_output(tmp_path: Path, value: str) -> None:
+    # The same rewrite of a value by a branch on the batch size, written inline or by a helper
+    # that returns a constant: both are a batch-dependent output.
+    violations, _unresolved, _sink = analyze(tmp_path, SCALED_ROWS.format(value=value), task="rmsnorm")
+    assert violations, f"s = {value} under `if n_rows > 64:` was not found"
+    assert any("n_rows" in v.message for v in violations), [v.message for v in violations]

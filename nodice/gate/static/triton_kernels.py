@@ -217,10 +217,12 @@ class _KernelWalker(KernelExprs):
             self.stmt(stmt)
 
     def bind(self, target: ast.expr, value: KV) -> None:
-        # A branch on a parameter picks the constants assigned under it (``if SMALL: BLOCK = 64``).
-        # Everything else computed under a branch carries its own dependencies; the condition is a
-        # guard (``if start < seq_len:``) that decides whether a value exists, not what it is.
-        if self.control and not value.deps and value.shape == () and not value.data:
+        # A branch on a parameter picks the constants assigned under it (``if SMALL: BLOCK = 64``),
+        # also when a helper computes the constant (``if n_rows > 64: s = _half()``: a helper's
+        # result has no known shape). Everything else computed under a branch carries its own
+        # dependencies; the condition is a guard (``if start < seq_len:``) that decides whether a
+        # value exists, not what it is.
+        if self.control and not value.deps and value.shape in ((), None) and not value.data:
             value = KV(value.deps | self.control, value.shape, value.dtype, value.data, value.reduced)
         if isinstance(target, ast.Name):
             self.env[target.id] = value
