@@ -48,7 +48,6 @@ import torch
 import triton
 import triton.language as tl
 
-DIGIT_BITS = 8
 BINS = 256
 # Chunks of the split passes: at most MAX_CHUNK logits, at least MIN_CHUNKS per row (small
 # vocabularies, the CPU problem, still get several), TILE logits per step, rows packed per
