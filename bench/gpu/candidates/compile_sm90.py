@@ -251,7 +251,13 @@ def attention_persistent(keep: Path | None, sweep: bool) -> int:
                 "group": "i32",
                 "num_tiles": "i32",
             }
-            consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
+            consts = {
+                "CAUSAL": causal,
+                "HEAD_DIM": head_dim,
+                "BLOCK_N": block_n,
+                "NUM_STAGES": stages,
+                "HEAD_GROUP": mod.CAUSAL_HEAD_GROUP,
+            }
             for name in consts:
                 sig[name] = "constexpr"
             src = GluonASTSource(fn, sig, constexprs=consts, attrs={})

@@ -46,6 +46,8 @@ class Sweep:
     # The workloads the pin tables are timed on (the candidate's own settings run on every one);
     # None: every workload.
     table_workloads: Callable[[Workload], bool] | None = None
+    # Pins set on the reference after loading it (a bundled kernel at another setting).
+    reference_pins: dict[str, Any] | None = None
 
 
 def _load(path: Path, name: str) -> Any:
@@ -85,6 +87,8 @@ def main(plan: list[Sweep]) -> int:
         inputs = {w.name: workload_args(task, w, device, dtype, 0) for w in workloads}
         gb = {w.name: task.bytes_moved(w, dtype) / 1e9 for w in workloads}
         reference = _load(sweep.reference, f"reference_{task_name}")
+        for k, v in (sweep.reference_pins or {}).items():
+            setattr(reference, k, v)
         impls: dict[str, Any] = {sweep.reference_name: reference.kernel}
         baselines, missing = load_baselines(task_name, device)
         impls.update(baselines)
