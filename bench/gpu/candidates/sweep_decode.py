@@ -1,12 +1,12 @@
-"""Sweep the bundled paged-decode kernel's pins against the seed and the decode baselines (GPU, bf16).
+"""Sweep the two-launch paged-decode kernel's pins against the seed and the decode baselines (GPU, bf16).
 
 The seed (``nodice/examples/attention_decode/seed.py``), the task's library baselines (FlashInfer
-decode with a fixed split and without one, SDPA over gathered pages), and the bundled kernel
-(``nodice/kernels/attention_decode.py``) under each pin table: its own pins first, then key tile,
-split size, warps and pipeline depth for head dim 128 (``sweep_pins.py``: one row per setting and
-workload). Every pin follows the head dim, never the batch, so any row of the table is a
-batch-invariant kernel; the question is which one streams the cache fastest at B·KV ≥ 8·8K, where
-the issue asks for 80 % of copy bandwidth.
+decode with a fixed split and without one, SDPA over gathered pages), and the two-launch kernel
+(``attention_decode_two_launch.py``, bundled until 2026-12-04) under each pin table: its own pins
+first, then key tile, split size, warps and pipeline depth for head dim 128 (``sweep_pins.py``: one
+row per setting and workload). Every pin follows the head dim, never the batch, so any row of the
+table is a batch-invariant kernel; the question is which one streams the cache fastest at B·KV ≥
+8·8K, where the issue asks for 80 % of copy bandwidth.
 
     python3 bench/gpu/candidates/sweep_decode.py --out $OUT/sweep_decode.jsonl [--seconds 150]
 """
@@ -46,7 +46,7 @@ PLAN = [
         "attention_decode",
         ROOT / "nodice" / "examples" / "attention_decode" / "seed.py",
         "seed",
-        ROOT / "nodice" / "kernels" / "attention_decode.py",
+        "attention_decode_two_launch.py",
         _tables,
     )
 ]

@@ -1,15 +1,16 @@
-"""Sweep the one-launch paged-decode candidate's pins against the bundled kernel and the baselines (GPU).
+"""Sweep the one-launch paged-decode kernel's pins against the two-launch kernel and the baselines (GPU).
 
-The bundled kernel (``nodice/kernels/attention_decode.py``, two launches) is the reference; then
-the task's library baselines (FlashInfer decode with a fixed split and without one, SDPA over
-gathered pages) and ``decode_fused.py`` (the combine folded into the split kernel by the last
-split to arrive) in bf16 under each pin table: its own pins first, then split size 512 / 1024
-with and without the long-request rule (a longer split for requests longer than
-LONG_FROM_TOKENS_D128, chosen from the request's own length; LONG_SPLIT_TOKENS_D128 = 0 turns it
-off), key tiles of 64 / 128, 3 / 4 pipeline stages, the fold's tile (SPLIT_TILE splits a step)
-and the query heads folded side by side (FOLD_HEADS; 1 is the first version's head-by-head fold)
-(``sweep_pins.py``: one row per setting and workload). Every pin follows the head dim or the
-request's own length, never the batch, so any row of the table is a batch-invariant kernel.
+The two-launch kernel (``attention_decode_two_launch.py``, the bundled kernel until 2026-12-04) is
+the reference; then the task's library baselines (FlashInfer decode with a fixed split and without
+one, SDPA over gathered pages) and the bundled kernel (``nodice/kernels/attention_decode.py``: the
+combine folded into the split kernel by the last split to arrive) in bf16 under each pin table: its
+own pins first, then split size 512 / 1024 with and without the long-request rule (a longer split
+for requests longer than LONG_FROM_TOKENS_D128, chosen from the request's own length;
+LONG_SPLIT_TOKENS_D128 = 0 turns it off), key tiles of 64 / 128, 3 / 4 pipeline stages, the fold's
+tile (SPLIT_TILE splits a step) and the query heads folded side by side (FOLD_HEADS; 1 is the first
+version's head-by-head fold) (``sweep_pins.py``: one row per setting and workload). Every pin
+follows the head dim or the request's own length, never the batch, so any row of the table is a
+batch-invariant kernel.
 
     python3 bench/gpu/candidates/sweep_decode_fused.py --out $OUT/sweep_decode_fused.jsonl [--seconds 150]
 """
@@ -26,22 +27,17 @@ from sweep_pins import ROOT, Sweep, main
 # the kernel's register count (sm_90 compile, D 128, 4 warps: BLOCK_N 64 about 72-96 / 128 / 150
 # / 218 at 1 / 2 / 4 / 8 heads, BLOCK_N 128 about 128 / 165 / 195 / 225), never the result.
 _PINS = [
-    # The best large-batch table of 2026-12-04 with two heads a pass: 3 programs per SM, as
-    # shared memory already allows at BLOCK_N 128.
-    (128, 1024, 4, 3, 2048, 16384, 16, 2),
-    # Two heads a pass at BLOCK_N 64: 4 programs per SM instead of 3 at 4 heads.
-    (64, 512, 4, 3, 1024, 16384, 16, 2),
-    # The control: the own pins with the head-by-head fold (the 2026-12-04 own-pins row).
-    (64, 512, 4, 3, 1024, 16384, 16, 1),
-    (64, 512, 4, 3, 0, 16384, 16, 4),
-    (64, 1024, 4, 3, 0, 16384, 16, 4),
+    # Round 3 of 2026-12-04 (rounds 1 and 2: bench/results/h200_2026-12-04/callB, callF); the own
+    # pins (512-token splits, no long rule) run first as the sweep's own setting.
+    (64, 512, 4, 3, 1024, 1024, 16, 4),
+    (64, 1024, 4, 3, 0, 1024, 16, 4),
+    (64, 512, 4, 4, 1024, 1024, 16, 4),
+    (128, 512, 4, 3, 1024, 1024, 16, 4),
+    (64, 512, 4, 3, 1024, 4096, 16, 4),
+    (64, 256, 4, 3, 1024, 1024, 16, 4),
     (64, 512, 4, 3, 2048, 16384, 16, 4),
-    (64, 1024, 4, 3, 2048, 16384, 16, 4),
-    (128, 512, 4, 3, 0, 16384, 16, 4),
-    (128, 1024, 4, 3, 2048, 16384, 16, 4),
-    (64, 512, 4, 4, 1024, 16384, 16, 4),
-    (64, 1024, 4, 4, 0, 16384, 16, 4),
-    (64, 512, 4, 3, 1024, 16384, 32, 4),
+    (64, 512, 8, 3, 1024, 1024, 16, 4),
+    (64, 512, 4, 3, 1024, 1024, 32, 4),
 ]
 
 
@@ -64,9 +60,9 @@ def _tables() -> list[dict[str, int]]:
 PLAN = [
     Sweep(
         "attention_decode",
+        ROOT / "bench" / "gpu" / "candidates" / "attention_decode_two_launch.py",
+        "two_launch",
         ROOT / "nodice" / "kernels" / "attention_decode.py",
-        "bundled",
-        "decode_fused.py",
         _tables,
     )
 ]
