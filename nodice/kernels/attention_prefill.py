@@ -97,7 +97,7 @@ _LAUNCH_MAXNREG = 168  # 65536 registers / (3 warp groups × 128 threads), round
 # longest first (see ``_tile``). With one head per group, program p's tiles p, p + P, … land on
 # the same few query blocks of every head, and the busiest program gets up to 45 % more work than
 # the average (key blocks plus one per tile; B = 64, S = 512); with groups of four the excess is
-# 2–3 % on every SPEC shape and both serving ones. A group
+# 1.5–3.1 % on every SPEC shape and both serving ones. A group
 # of four query heads is one key/value head under GQA 32/8, so the keys in flight stay few.
 CAUSAL_HEAD_GROUP = 4
 # Measured on the H200 (2026-12-04, bench/gpu/candidates/sweep_prefill_order.py; every group size

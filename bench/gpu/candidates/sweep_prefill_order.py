@@ -11,6 +11,10 @@ group (3, 5, 6, 12 sequence-heads; S = 512 … 2048) are compared bitwise with g
 each group size on the causal workloads.
 
     python3 bench/gpu/candidates/sweep_prefill_order.py --out $OUT/sweep_prefill_order.jsonl [--seconds 240]
+
+``--balance`` (any machine, no GPU) prints, per SPEC shape and group size, how much more work the
+busiest of 132 programs gets than the average under the walk (a tile's work counted as its key
+blocks plus one for its set-up), from the same tile order as the kernel's ``_tile``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,37 @@ def _tables() -> list[dict[str, Any]]:
 
 def _causal(w: Workload) -> bool:
     return bool(w.params.get("causal"))
+
+
+def _walk(batch: int, heads: int, seq_len: int, group: int) -> list[int]:
+    """Key blocks of the causal tiles in the kernel's walk order (``_tile``), BLOCK_M = BLOCK_N = 128."""
+    m_blocks = seq_len // 128
+    total = batch * heads
+    work = []
+    for tile in range(total * m_blocks):
+        span = group * m_blocks
+        first = (tile // span) * group
+        heads_here = min(total - first, group)
+        m_block = m_blocks - 1 - (tile % span) // heads_here
+        work.append(m_block + 1)
+    return work
+
+
+def excess(batch: int, heads: int, seq_len: int, group: int, programs: int = 132) -> float:
+    """The busiest program's work over the average one's, program p taking tiles p, p + P, ..."""
+    loads = [0] * programs
+    for tile, blocks in enumerate(_walk(batch, heads, seq_len, group)):
+        loads[tile % programs] += blocks + 1
+    return max(loads) / (sum(loads) / programs) - 1
+
+
+def balance() -> None:
+    shapes = [(32768 // s, h, s) for h in (16, 32) for s in (4096, 8192, 16384, 32768)]
+    shapes += [(16, 32, 2048), (64, 32, 512)]
+    print("B  heads  S      " + "  ".join(f"group {g:>2}" for g in (1, *GROUPS)))
+    for b, h, s in shapes:
+        cells = "  ".join(f"{100 * excess(b, h, s, g):7.1f} %" for g in (1, *GROUPS))
+        print(f"{b:<3}{h:>5}  {s:<6} {cells}")
 
 
 def bitwise_check(out_path: str) -> bool:
@@ -78,8 +113,14 @@ PLAN = [
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--balance", action="store_true", help="print the walk's load balance and stop")
     known, rest = ap.parse_known_args()
+    if known.balance:
+        balance()
+        sys.exit(0)
+    if not known.out:
+        ap.error("--out is required")
     if not bitwise_check(known.out):
         print("prefill order: a group size changed the output; the sweep is not run", flush=True)
         sys.exit(3)
