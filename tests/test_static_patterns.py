@@ -57,6 +57,24 @@ def analyze(tmp_path: Path, body: str, task: str = "rmsnorm"):
 
 
 CAUGHT = {
+    "same_kernel_other_tile_literals": """
+        def kernel(x, weight, eps):
+            y = torch.empty_like(x)
+            if x.shape[0] < 16:
+                _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=256)
+            else:
+                _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=1024)
+            return y
+        """,
+    "negated_threshold": """
+        def kernel(x, weight, eps):
+            y = torch.empty_like(x)
+            tile = 1024
+            if not (x.shape[0] >= 16):
+                tile = 256
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=tile)
+            return y
+        """,
     "memo_keyed_by_batch": """
         _TILES = {}
 

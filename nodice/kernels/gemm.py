@@ -46,6 +46,19 @@ SINGLE_MAX_M = 16
 SINGLE_WIDE_MIN_TILES = 96
 SINGLE_WIDE_BLOCK_N, SINGLE_WIDE_STAGES = 256, 4
 SINGLE_BLOCK_N, SINGLE_STAGES = 128, 6
+# One request's step through pointer loads instead of TMA (1: on; 0: TMA like every other M). The
+# sweep of 2026-12-02 timed 64-row tiles with pointer loads faster than any TMA tile at M = 1 on six
+# of the seven layers (Llama-3-8B QKV 0.99× cuBLAS against 0.86× for the rules below, down 0.81×
+# against 0.62×; bench/results/gemm_h200_2026-12-02/sweep_gemm_round2.jsonl): TMA still moves 64
+# rows of `a` per block where pointer loads skip the masked rows. The same tile, K walk and MMAs
+# read the same values either way, so the output does not change with the load path; the gate
+# settles the choice by running both sides. Off until a run of these rules is measured. The tile is
+# the widest of three that leaves at least SINGLE_PTR_MIN_TILES column tiles.
+SINGLE_POINTER_LOADS = 0
+SINGLE_PTR_MIN_TILES = 80
+SINGLE_PTR_WIDE_BLOCK_N, SINGLE_PTR_WIDE_STAGES = 128, 6
+SINGLE_PTR_MID_BLOCK_N, SINGLE_PTR_MID_STAGES = 64, 8
+SINGLE_PTR_NARROW_BLOCK_N, SINGLE_PTR_NARROW_STAGES = 32, 8
 # A batch of decode steps (M ≤ 64): 256, 128 or 64 columns.
 DECODE_MAX_M = 64
 DECODE_WIDE_MIN_TILES, DECODE_MID_MIN_TILES = 96, 80
@@ -71,8 +84,21 @@ def _sms(device: torch.device) -> int:
     return SMS
 
 
+def _pointer_loads(m: int) -> bool:
+    """Whether an M-row product reads through pointer loads rather than TMA descriptors."""
+    return not USE_TMA or bool(SINGLE_POINTER_LOADS and m <= SINGLE_MAX_M)
+
+
 def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages) for an M × N output."""
+    if m <= SINGLE_MAX_M and SINGLE_POINTER_LOADS:
+        for block_n, stages in (
+            (SINGLE_PTR_WIDE_BLOCK_N, SINGLE_PTR_WIDE_STAGES),
+            (SINGLE_PTR_MID_BLOCK_N, SINGLE_PTR_MID_STAGES),
+        ):
+            if triton.cdiv(n, block_n) >= SINGLE_PTR_MIN_TILES:
+                return DECODE_BLOCK_M, block_n, GROUP_M, DECODE_WARPS, stages
+        return DECODE_BLOCK_M, SINGLE_PTR_NARROW_BLOCK_N, GROUP_M, DECODE_WARPS, SINGLE_PTR_NARROW_STAGES
     if m <= SINGLE_MAX_M:
         if triton.cdiv(n, SINGLE_WIDE_BLOCK_N) >= SINGLE_WIDE_MIN_TILES:
             return DECODE_BLOCK_M, SINGLE_WIDE_BLOCK_N, GROUP_M, DECODE_WARPS, SINGLE_WIDE_STAGES
@@ -195,7 +221,7 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return c
     block_m, block_n, group_m, warps, stages = _tile(m, n, _sms(a.device))
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
-    if USE_TMA and _tma_ok(a, b, c):
+    if not _pointer_loads(m) and _tma_ok(a, b, c):
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         _matmul_tma[grid](

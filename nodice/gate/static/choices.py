@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from nodice.gate.static.branches import if_branch, try_branch
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_values import dotted
-from nodice.gate.static.values import Trace, V
+from nodice.gate.static.values import NO_CONST, Trace, V
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -141,7 +141,24 @@ class ChoiceMixin:
 
     def algorithm_choice(self, node: ast.If, trace: Trace, a: list[ast.stmt], b: list[ast.stmt]) -> None:
         ca, cb = self.compute_calls(a), self.compute_calls(b)
-        if ca == cb or not (ca or cb):
+        if not (ca or cb):
+            return
+        if ca == cb:
+            # The same kernels on both sides: still two algorithms when one of them is launched
+            # with other reduction-shaping constants on one side (``BLOCK_H=256`` for small
+            # batches, 1024 otherwise, written as literals in each branch).
+            differ = self.reshaped_launches(a, b)
+            if differ:
+                self.an.report(
+                    "algorithm_selection_by_batch",
+                    self.mod,
+                    node,
+                    "ALGORITHM",
+                    f"a batch-dependent condition launches {differ} with other reduction-shaping constants",
+                    trace,
+                    self.step(node, "batch-dependent branch chooses the kernel's reduction"),
+                    branch=if_branch(self.mod, node),
+                )
             return
         if not b and ca <= self.compute_calls([s for s in self.scope_body if s is not node]):
             return  # the same work done for another part of the batch (a tail, a chunk)
@@ -213,6 +230,34 @@ class ChoiceMixin:
         if not la or len(la) != len(lb):
             return False
         return all(self._same_reduction(x, y) for x, y in zip(la, lb, strict=True))
+
+    def reshaped_launches(self, a: list[ast.stmt], b: list[ast.stmt]) -> str:
+        """A kernel both sides launch whose reduction-shaping constants take a value on one side
+        that no launch of it on the other side takes; "" if there is none, or if a constant is not
+        known here (a batch value is the launch rules' to judge). How many launches each side makes
+        (a batch cut into chunks) does not count."""
+        sides: list[dict[str, set[tuple[tuple[str, object], ...]]]] = []
+        for body in (a, b):
+            seen: dict[str, set[tuple[tuple[str, object], ...]]] = {}
+            for call in _launches(body):
+                k = self.expr(call.func.value) if isinstance(call.func, ast.Subscript) else V()
+                if k.kind != "kernel":
+                    return ""
+                shaping = set(self.an.kernel_info(k.ref).reduction_params) - {"pid", "nprog"}
+                consts: dict[str, object] = {"num_warps": _DEFAULT_NUM_WARPS}
+                for kw in call.keywords:
+                    if kw.arg is None or (kw.arg not in shaping and kw.arg != "num_warps"):
+                        continue
+                    v = self.expr(kw.value)
+                    if v.taint is not None or v.const is NO_CONST:
+                        return ""
+                    consts[kw.arg] = v.const
+                seen.setdefault(k.ref.name, set()).add(tuple(sorted(consts.items(), key=lambda kv: kv[0])))
+            sides.append(seen)
+        for name in sorted(set(sides[0]) & set(sides[1])):
+            if sides[0][name] != sides[1][name]:
+                return name
+        return ""
 
     def _same_reduction(self, x: ast.Call, y: ast.Call) -> bool:
         kx = self.expr(x.func.value) if isinstance(x.func, ast.Subscript) else V()

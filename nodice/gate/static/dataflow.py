@@ -20,6 +20,7 @@ from nodice.gate.static.expressions import ExprMixin
 from nodice.gate.static.handlers import HandlerMixin, terminates
 from nodice.gate.static.loops import LoopMixin
 from nodice.gate.static.module_state import StateMixin
+from nodice.gate.static.pins import truth
 from nodice.gate.static.program import (
     MAX_STEPS,
     Analysis,
@@ -86,7 +87,8 @@ def _empty_batch_test(test: ast.expr, sizes: frozenset[str] = frozenset()) -> bo
     their negations ``B > 0``, ``B >= 1``, ``B != 0``, ``if B:`` on a size. Either side of such a
     branch has no sample, or every sample, so its choice is not one a sample could see."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return True
+        # ``not B`` on a size, or the negation of another such test; ``not (B > 8)`` is a threshold.
+        return _empty_batch_test(test.operand, sizes)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         return all(_empty_batch_test(v, sizes) for v in test.values)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
@@ -318,6 +320,13 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
                 self.env[local] = V(kind="py", ref=f"{modname}.{alias.name}")
 
     def s_If(self, s: ast.If) -> None:
+        decided = truth(s.test, self.visible_pins())
+        if decided is not None:
+            # Pins decide the test (``if FAST_PATH and n_rows < 16:`` with FAST_PATH = 0): the
+            # other side never runs, for any batch, so it is neither a branch nor a choice.
+            self.expr(s.test)
+            self.run(s.body if decided else s.orelse)
+            return
         rest = self._rest
         cond = self.expr(s.test)
         taint = cond.taint

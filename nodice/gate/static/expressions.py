@@ -12,6 +12,7 @@ import builtins
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from nodice.gate.static.pins import short_circuit, truth
 from nodice.gate.static.values import (
     NO_CONST,
     UNKNOWN,
@@ -74,6 +75,7 @@ class ExprMixin:
     mod: ModuleInfo
     env: dict[str, V]
     closure: dict[str, V]
+    module_level: bool
     if TYPE_CHECKING:
 
         def step(self, node: ast.AST, note: str = "") -> str: ...
@@ -183,8 +185,20 @@ class ExprMixin:
             taint=v.taint, kind="tensor" if v.kind == "tensor" else "value", batch=v.batch, opaque=v.opaque
         )
 
+    def visible_pins(self) -> dict[str, Any]:
+        """The module's pins this code reads as pins (a local or closure name shadows one)."""
+        pins = self.an.pins(self.mod)
+        if not pins or self.module_level:
+            return pins
+        if any(n in self.env or n in self.closure for n in pins):
+            return {k: v for k, v in pins.items() if k not in self.env and k not in self.closure}
+        return pins
+
     def e_BoolOp(self, node: ast.BoolOp) -> V:
-        vals = [self.expr(v) for v in node.values]
+        # Python stops at the first operand that decides the result; a pin that decides it leaves
+        # the operands after it unevaluated (``FAST_PATH and n_rows < 16`` with FAST_PATH = 0).
+        n = short_circuit(node, self.visible_pins())
+        vals = [self.expr(v) for v in node.values[:n]]
         out = join_all(vals)
         return out.with_taint(first_taint(*vals))
 
@@ -199,6 +213,10 @@ class ExprMixin:
         return V(taint=taint)
 
     def e_IfExp(self, node: ast.IfExp) -> V:
+        decided = truth(node.test, self.visible_pins())
+        if decided is not None:  # pins decide the test: only one side can run
+            self.expr(node.test)
+            return self.expr(node.body if decided else node.orelse)
         cond = self.expr(node.test)
         body, orelse = self.expr(node.body), self.expr(node.orelse)
         out = join(body, orelse)

@@ -39,6 +39,7 @@ class ModuleInfo:
     env: dict[str, V] = field(default_factory=dict)
     module_values: dict[str, ast.expr] = field(default_factory=dict)
     kernel_cache: dict[int, KernelInfo] = field(default_factory=dict)
+    pins: dict[str, Any] | None = None  # module-level literals nothing rebinds (``pins.py``)
 
 
 @dataclass
@@ -159,6 +160,19 @@ class Analysis:
 
         Interp(self, mod, mod.env, module_level=True).run(parsed.tree.body)
         return mod
+
+    def pins(self, mod: ModuleInfo) -> dict[str, Any]:
+        """``mod``'s pins: its literal module constants that no code in the candidate's folder (or
+        the module's own) can rebind."""
+        if mod.pins is None:
+            from nodice.gate.static.pins import module_pins, stored_attributes
+
+            found = module_pins(mod.tree)
+            if found:
+                stored = stored_attributes(self.folder) | stored_attributes(mod.path.parent)
+                found = {} if "*" in stored else {k: v for k, v in found.items() if k not in stored}
+            mod.pins = found
+        return mod.pins
 
     def listing(self) -> frozenset[str]:
         """Names in the candidate's folder, read once (cheaper than a stat per import)."""
