@@ -34,7 +34,7 @@ import triton.language as tl
 # The K tile, pinned for every shape: the only tile size that shapes the reduction.
 BLOCK_K = 64
 
-# Loads through TMA descriptors (one setting for every shape: the kernel does not change with M).
+# Loads through TMA descriptors (for every M unless SINGLE_POINTER_LOADS below is on).
 USE_TMA = 1
 
 # Decode sizes stream the weight: a tile is 64 rows (the smallest warp-group MMA) by a column

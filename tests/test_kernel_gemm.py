@@ -1,0 +1,75 @@
+"""The bundled GEMM (nodice/kernels/gemm.py) on CPU, under Triton's interpreter: the pointer-load
+path its ``SINGLE_POINTER_LOADS`` pin gives to one request's step (M ≤ 16) computes the TMA path's
+bits, and with the pin on a row is the same alone and inside batches on both sides of the edge."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+import pytest
+import torch
+
+from nodice.gate.runtime import prepare
+from tests.conftest import ROOT
+
+CPU = torch.device("cpu")
+BUNDLED = ROOT / "nodice" / "kernels" / "gemm.py"
+
+
+def _load(pointer_loads: int) -> ModuleType:
+    prepare(CPU)  # the interpreter, with the gate's deterministic tl.dot
+    spec = importlib.util.spec_from_file_location(f"gemm_pointer_{pointer_loads}", BUNDLED)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.SINGLE_POINTER_LOADS = pointer_loads
+    return mod
+
+
+@pytest.fixture(scope="module")
+def both() -> tuple[ModuleType, ModuleType]:
+    return _load(0), _load(1)
+
+
+def _operands(m: int, k: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn((m, k), generator=gen), torch.randn((k, n), generator=gen)
+
+
+def test_the_pin_is_off_and_picks_the_widest_tile_with_enough_columns(both) -> None:
+    off, on = both
+    assert BUNDLED.read_text().count("\nSINGLE_POINTER_LOADS = 0\n") == 1  # shipped off
+    assert not off._pointer_loads(1)
+    assert on._pointer_loads(16) and not on._pointer_loads(17)
+    sms = 132
+    # (N, expected BLOCK_N): 80 column tiles at least, the widest of 128, 64, 32.
+    for n, block_n in [(28672, 128), (10240, 128), (6144, 64), (5120, 64), (4096, 32), (512, 32)]:
+        assert on._tile(1, n, sms)[1] == block_n, n
+        assert on._tile(1, n, sms)[0] == 64  # a warp-group MMA tile, as at every other M
+    assert on._tile(17, 4096, sms) == off._tile(17, 4096, sms)  # past the edge nothing changes
+
+
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize(("k", "n"), [(160, 96), (64, 200)])
+def test_pointer_loads_compute_the_tma_paths_bits(both, m: int, k: int, n: int) -> None:
+    off, on = both
+    a, b = _operands(m, k, n, m * 1000 + n)
+    want = a @ b
+    assert off._tma_ok(a, b, torch.empty((m, n)))  # the comparison is against the TMA path
+    tma, pointer = off.kernel(a, b), on.kernel(a, b)
+    torch.testing.assert_close(tma, want, rtol=1e-5, atol=1e-4)
+    assert torch.equal(pointer.view(torch.int32), tma.view(torch.int32))
+
+
+def test_a_row_alone_and_in_batches_across_the_edge(both) -> None:
+    _, on = both
+    a, b = _operands(40, 192, 160, 7)
+    alone = on.kernel(a[:1], b)
+    for m in (2, 15, 16, 17, 33, 40):
+        batch = a[:m].clone()
+        for slot in sorted({0, m // 2, m - 1}):
+            batch[slot] = a[0]
+            row = on.kernel(batch, b)[slot]
+            assert torch.equal(row.view(torch.int32), alone[0].view(torch.int32)), (m, slot)
+            batch[slot] = a[slot]
