@@ -73,3 +73,33 @@ def test_a_row_alone_and_in_batches_across_the_edge(both) -> None:
             row = on.kernel(batch, b)[slot]
             assert torch.equal(row.view(torch.int32), alone[0].view(torch.int32)), (m, slot)
             batch[slot] = a[slot]
+
+
+def _chained_module(seg_k: int) -> ModuleType:
+    mod = _load(0)
+    mod.CHAINED_SPLITS, mod.CHAINED_SEG_K = 1, seg_k
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "n", "seg_k"), [(65, 256, 96, 64), (130, 320, 200, 128), (300, 192, 64, 64)]
+)
+def test_chained_segments_compute_the_one_program_bits(both, m: int, k: int, n: int, seg_k: int) -> None:
+    off, _ = both
+    chained = _chained_module(seg_k)
+    assert chained._segments(k) > 1
+    assert chained._compute_tile(m, n, chained._segments(k), chained.SMS)[5] > 1  # it does chain here
+    a, b = _operands(m, k, n, m + k + n)
+    whole, parts = off.kernel(a, b), chained.kernel(a, b)
+    torch.testing.assert_close(whole, a @ b, rtol=1e-5, atol=1e-4)
+    assert torch.equal(parts.view(torch.int32), whole.view(torch.int32))
+
+
+def test_the_chain_is_off_and_follows_k_alone() -> None:
+    assert BUNDLED.read_text().count("\nCHAINED_SPLITS = 0\n") == 1  # shipped off
+    chained = _chained_module(2048)
+    assert [chained._segments(k) for k in (2048, 4096, 5120, 25600)] == [1, 2, 3, 13]
+    # Qwen3-32B down at M = 512 (80 wide tiles for 132 SMs) chains its 13 segments; at M = 4096 the
+    # tiles already fill the waves and it does not.
+    assert chained._compute_tile(512, 5120, 13, 132)[5] == 13
+    assert chained._compute_tile(4096, 4096, 7, 132)[5] == 1

@@ -77,6 +77,20 @@ GROUP_M = 8
 # Streaming multiprocessors, for the wave count (the H200's; the device's own where CUDA is).
 SMS = 132
 
+# Chained K segments for the compute-bound sizes (1: on; 0: off). A tile's K walk is cut into
+# segments of at most CHAINED_SEG_K (whole K blocks; from K alone), one program each: the program
+# of segment s waits until segment s - 1 of its tile has stored its fp32 running sum, loads it as
+# its accumulator and goes on with the same MMAs over its own K blocks, so the tile's sum is the
+# one-program sum, step for step, whatever the segments (no split-K combine, no atomics on
+# floats). It turns one wave of few large programs into several waves of smaller ones where tiles
+# leave SMs idle (M = 512: 96 or 160 tiles on 132 SMs). Chosen with the tile, by waves × tile
+# area / efficiency, charged CHAINED_COST_PERCENT for the extra partial round trips and pipeline
+# ramps. The segment is the grid's second axis, so a segment's predecessor is always dispatched
+# first (blocks go out first axis fastest): the wait cannot block the predecessor.
+CHAINED_SPLITS = 0
+CHAINED_SEG_K = 2048
+CHAINED_COST_PERCENT = 10
+
 
 def _sms(device: torch.device) -> int:
     if device.type == "cuda":
@@ -110,20 +124,34 @@ def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
             return DECODE_BLOCK_M, DECODE_MID_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_MID_STAGES
         return DECODE_BLOCK_M, DECODE_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_STAGES
 
-    wide = (
-        triton.cdiv(triton.cdiv(m, WIDE_BLOCK_M) * triton.cdiv(n, WIDE_BLOCK_N), sms)
-        * WIDE_BLOCK_M
-        * WIDE_BLOCK_N
-    )
-    narrow = (
-        triton.cdiv(triton.cdiv(m, NARROW_BLOCK_M) * triton.cdiv(n, NARROW_BLOCK_N), sms)
-        * NARROW_BLOCK_M
-        * NARROW_BLOCK_N
-    )
-    # Waves × tile area: the time of each choice, up to the tiles' efficiencies.
-    if narrow * 100 < wide * NARROW_EFFICIENCY_PERCENT:
-        return NARROW_BLOCK_M, NARROW_BLOCK_N, GROUP_M, NARROW_WARPS, NARROW_STAGES
-    return WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES
+    block_m, block_n, group_m, warps, stages, _ = _compute_tile(m, n, 1, sms)
+    return block_m, block_n, group_m, warps, stages
+
+
+def _segments(k: int) -> int:
+    """The number of chained K segments a layer's K walk is cut into (from K alone)."""
+    return triton.cdiv(k, CHAINED_SEG_K) if CHAINED_SPLITS else 1
+
+
+def _compute_tile(m: int, n: int, segments: int, sms: int) -> tuple[int, int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages, segments used) for M > DECODE_MAX_M: the
+    wide or narrow tile, each walked in one program or in ``segments`` chained ones, whichever
+    costs the fewest waves × tile area (per cent of the wide tile's efficiency, and of the chain's
+    overhead)."""
+    best: tuple[int, tuple[int, int, int, int, int, int]] | None = None
+    for bm, bn, warps, stages, efficiency in (
+        (WIDE_BLOCK_M, WIDE_BLOCK_N, WIDE_WARPS, WIDE_STAGES, 100),
+        (NARROW_BLOCK_M, NARROW_BLOCK_N, NARROW_WARPS, NARROW_STAGES, NARROW_EFFICIENCY_PERCENT),
+    ):
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        for s in (1, segments) if segments > 1 else (1,):
+            overhead = 100 + (CHAINED_COST_PERCENT if s > 1 else 0)
+            # Waves of the s-fold grid, each 1/s of a tile's work; scaled to compare in integers.
+            cost = triton.cdiv(tiles * s, sms) * bm * bn * overhead * 10000 // (s * efficiency)
+            if best is None or cost < best[0]:
+                best = (cost, (bm, bn, GROUP_M, warps, stages, s))
+    assert best is not None
+    return best[1]
 
 
 @triton.jit
@@ -205,6 +233,58 @@ def _matmul_tma(
     c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
+@triton.jit
+def _matmul_chained(
+    a_desc,
+    b_desc,
+    c_desc,
+    part_ptr,
+    flag_ptr,
+    M,
+    N,
+    K,
+    SEG_K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    # Grid (tiles, segments): axis 0 is the tile, axis 1 the segment, and blocks are dispatched
+    # axis 0 fastest, so every program of segment s - 1 starts before any of segment s. Segment s
+    # walks K blocks [s * SEG_K, (s + 1) * SEG_K) from the running sum segment s - 1 left in the
+    # workspace; the segments follow K alone.
+    tile = tl.program_id(0)
+    seg = tl.program_id(1)
+    pid_m, pid_n = _tile_ids(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    rows = tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    part = part_ptr + tile.to(tl.int64) * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
+    k_lo = seg * SEG_K
+    k_hi = tl.minimum(k_lo + SEG_K, K)
+    if seg == 0:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    else:
+        # The previous segment's release of the flag orders its stores before this acquire; the
+        # sum is read from L2 (``.cg``: another SM wrote it).
+        while tl.atomic_add(flag_ptr + tile, 0, sem="acquire", scope="gpu") < seg:
+            pass
+        acc = tl.load(part, cache_modifier=".cg")
+    for k in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
+        a = a_desc.load([off_m, k])
+        b = b_desc.load([k, off_n])
+        acc = tl.dot(a, b, acc)
+    if k_hi >= K:
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    else:
+        tl.store(part, acc)
+        # Every thread's stores come before the one thread's release.
+        tl.debug_barrier()
+        tl.atomic_xchg(flag_ptr + tile, seg + 1, sem="release", scope="gpu")
+
+
 def _tma_ok(*tensors: torch.Tensor) -> bool:
     # TMA needs a unit inner stride and 16-byte aligned outer strides and base addresses.
     return all(
@@ -219,8 +299,16 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m == 0:
         return c
-    block_m, block_n, group_m, warps, stages = _tile(m, n, _sms(a.device))
+    sms = _sms(a.device)
+    block_m, block_n, group_m, warps, stages = _tile(m, n, sms)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
+    # The chain's segment length follows K alone; whether a product is chained follows its waves.
+    segments = _segments(k)
+    seg_k = triton.cdiv(triton.cdiv(k, BLOCK_K), segments) * BLOCK_K
+    if CHAINED_SPLITS and m > DECODE_MAX_M and segments > 1 and _tma_ok(a, b, c):
+        block_m, block_n, group_m, warps, stages, used = _compute_tile(m, n, segments, sms)
+        if used > 1:
+            return _chained(a, b, c, seg_k, block_m, block_n, group_m, warps, stages)
     if not _pointer_loads(m) and _tma_ok(a, b, c):
         from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -252,6 +340,36 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         b.stride(1),
         c.stride(0),
         c.stride(1),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_K=BLOCK_K,
+        GROUP_M=group_m,
+        NUM_STAGES=stages,
+        num_warps=warps,
+    )
+    return c
+
+
+def _chained(a, b, c, seg_k, block_m, block_n, group_m, warps, stages):  # type: ignore[no-untyped-def]
+    """The product in chained K segments of ``seg_k`` (``_matmul_chained``)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m, k = a.shape
+    n = b.shape[1]
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    segments = triton.cdiv(k, seg_k)
+    part = torch.empty((tiles, block_m, block_n), dtype=torch.float32, device=a.device)
+    flags = torch.zeros((tiles,), dtype=torch.int32, device=a.device)
+    _matmul_chained[(tiles, segments)](
+        TensorDescriptor.from_tensor(a, [block_m, BLOCK_K]),
+        TensorDescriptor.from_tensor(b, [BLOCK_K, block_n]),
+        TensorDescriptor.from_tensor(c, [block_m, block_n]),
+        part,
+        flags,
+        m,
+        n,
+        k,
+        seg_k,
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         BLOCK_K=BLOCK_K,

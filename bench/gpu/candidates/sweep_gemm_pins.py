@@ -1,0 +1,87 @@
+"""Sweep the bundled GEMM's two off-by-default pins on the H200 (bf16), after a bitwise check.
+
+``nodice/kernels/gemm.py`` ships ``SINGLE_POINTER_LOADS`` (pointer loads for M ≤ 16) and
+``CHAINED_SPLITS`` (K walked in chained segments where tiles leave SMs idle) off. Neither may change
+a bit: first, on every layer of the task, products of M = 1, 8, 16, 17, 64, 65, 512, 513 and 4096
+rows under each table below are compared bitwise with the shipped pins (one ``"impl": "bi"`` line
+per table and layer; the sweep stops if any differs). Then ``sweep_pins.py``: the shipped kernel
+(``reference`` = ``shipped``), cuBLAS, and each table on every workload.
+
+    python3 bench/gpu/candidates/sweep_gemm_pins.py --out $OUT/sweep_gemm_pins.jsonl [--seconds 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import torch
+from sweep_pins import ROOT, Sweep, _load, main
+
+from nodice.tasks import get_task
+
+BUNDLED = ROOT / "nodice" / "kernels" / "gemm.py"
+OFF = {"SINGLE_POINTER_LOADS": 0, "CHAINED_SPLITS": 0}
+
+# Likeliest first; every table names both switches.
+TABLES: list[dict[str, Any]] = [
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1},
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 0},
+    {"SINGLE_POINTER_LOADS": 0, "CHAINED_SPLITS": 1},
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_SEG_K": 1024},
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_SEG_K": 4096},
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_COST_PERCENT": 0},
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_COST_PERCENT": 25},
+    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "SINGLE_PTR_MIN_TILES": 128},
+]
+ROWS = (1, 8, 16, 17, 64, 65, 512, 513, 4096)
+
+
+def _tables() -> list[dict[str, Any]]:
+    shipped = _load(BUNDLED, "gemm_shipped_pins")
+    keys = sorted({k for t in TABLES for k in t})
+    return [{k: getattr(shipped, k) for k in keys} | t for t in TABLES]
+
+
+def bitwise_check(out_path: str) -> bool:
+    """Each table against the shipped pins, bitwise, on every layer. True when all matched."""
+    shipped = _load(BUNDLED, "gemm_bitwise_shipped")
+    for k, v in OFF.items():
+        assert getattr(shipped, k) == v, f"{k} is not shipped off"
+    cand = _load(BUNDLED, "gemm_bitwise_table")
+    task = get_task("gemm")
+    layers = sorted({(w.params["K"], w.params["N"]) for w in task.workloads()})
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    ok = True
+    with open(out_path, "a") as out:
+        for k, n in layers:
+            b = (torch.randn((k, n), generator=gen, device="cuda") / k**0.5).to(torch.bfloat16)
+            a = torch.randn((max(ROWS), k), generator=gen, device="cuda").to(torch.bfloat16)
+            want = {m: shipped.kernel(a[:m], b).view(torch.int16) for m in ROWS}
+            for table in _tables():
+                for key, value in table.items():
+                    setattr(cand, key, value)
+                differ = {m: int((cand.kernel(a[:m], b).view(torch.int16) != want[m]).sum()) for m in ROWS}
+                same = not any(differ.values())
+                ok &= same
+                row = {"task": "gemm", "impl": "bi", "setting": table, "K": k, "N": n, "bitwise": same}
+                row["elements_differ"] = {str(m): d for m, d in differ.items() if d}
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"gemm pins bitwise: {json.dumps(row)}", flush=True)
+    return ok
+
+
+PLAN = [Sweep("gemm", BUNDLED, "shipped", BUNDLED, _tables, reference_pins=OFF)]
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    known, rest = ap.parse_known_args()
+    if not bitwise_check(known.out):
+        print("gemm pins: a table changed the output; the sweep is not run", flush=True)
+        sys.exit(3)
+    sys.argv = [sys.argv[0], "--out", known.out, *rest]  # the rest (--seconds) is sweep_pins'
+    sys.exit(main(PLAN))
