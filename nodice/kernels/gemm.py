@@ -17,7 +17,10 @@ tile table keyed on M fixes that, and it is safe here because of *which* sizes i
   smaller tile would move the computation to a different instruction (``mma.sync``).
 - ``num_warps`` and ``num_stages`` decide how many warp groups share a tile and how deep the
   loads are pipelined, not what is added to what.
-- No split-K, no atomics, no stream-K: no two programs share an output element's reduction.
+- No split-K combine, no float atomics, no stream-K. With the ``CHAINED_SPLITS`` pin on (off
+  as shipped), a tile's K walk may be cut into segments run by successive programs, but each one
+  continues the previous one's fp32 running sum with the same MMAs in the same order (an integer
+  flag says when that sum is ready), so the element's sum is still the one-program sum.
 
 The rules below were read off a sweep of every tile over every workload on the H200
 (``bench/gpu/candidates/sweep_gemm.py``, results in ``bench/results/gemm_tiles_h200/``); the
