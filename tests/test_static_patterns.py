@@ -66,6 +66,15 @@ CAUGHT = {
                 _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=1024)
             return y
         """,
+    "launch_options_unpacked_from_a_batch_chosen_dict": """
+        def _opts(n):
+            return {"BLOCK_H": 256} if n < 16 else {"BLOCK_H": 1024}
+
+        def kernel(x, weight, eps):
+            y = torch.empty_like(x)
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, **_opts(x.shape[0]))
+            return y
+        """,
     "negated_threshold": """
         def kernel(x, weight, eps):
             y = torch.empty_like(x)
@@ -133,6 +142,15 @@ def test_indirect_flow_is_caught(tmp_path: Path, name: str) -> None:
 
 
 PASSING = {
+    "launch_options_unpacked_from_a_dict_chosen_by_the_hidden_size": """
+        def _opts(n):
+            return {"BLOCK_H": 256} if n < 512 else {"BLOCK_H": 1024}
+
+        def kernel(x, weight, eps):
+            y = torch.empty_like(x)
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, **_opts(x.shape[1]))
+            return y
+        """,
     "persistent_variant_for_large_batches": """
         def kernel(x, weight, eps):
             y = torch.empty_like(x)

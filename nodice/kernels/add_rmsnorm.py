@@ -27,24 +27,42 @@ WARPS_2K = 8
 WARPS_4K = 8
 WARPS_8K = 16
 WARPS_WIDER = 16
+# Cache hints on the one-pass path (1: on; 0: off, as measured in the report): x and the residual
+# are read once and both outputs written once (evict-first loads, streaming ``.cs`` stores), the
+# weight is read by every program (evict-last). Hints move data in the caches only, never a
+# value. Off until a GPU run times them (bench/gpu/candidates/sweep_norm_hints.py).
+STREAMING_HINTS = 0
 
 
 @triton.jit
 def _add_rmsnorm_rows(
-    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr, n_rows, hidden, eps, ROWS: tl.constexpr, BLOCK_H: tl.constexpr
+    x_ptr,
+    res_ptr,
+    w_ptr,
+    y_ptr,
+    res_out_ptr,
+    n_rows,
+    hidden,
+    eps,
+    ROWS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    ROW_EVICT: tl.constexpr = "",
+    W_EVICT: tl.constexpr = "",
+    STORE_CACHE: tl.constexpr = "",
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_H)
     mask = (rows < n_rows)[:, None] & (cols < hidden)[None, :]
     offs = rows.to(tl.int64)[:, None] * hidden + cols[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    res = tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy=ROW_EVICT).to(tl.float32)
+    res = tl.load(res_ptr + offs, mask=mask, other=0.0, eviction_policy=ROW_EVICT).to(tl.float32)
     r = (x + res).to(res_out_ptr.dtype.element_ty)
-    tl.store(res_out_ptr + offs, r, mask=mask)
+    tl.store(res_out_ptr + offs, r, mask=mask, cache_modifier=STORE_CACHE)
     rf = r.to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(rf * rf, axis=1) / hidden + eps)
-    w = tl.load(w_ptr + cols, mask=cols < hidden, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, (rf * rstd[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask)
+    w = tl.load(w_ptr + cols, mask=cols < hidden, other=0.0, eviction_policy=W_EVICT).to(tl.float32)
+    y = (rf * rstd[:, None] * w[None, :]).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + offs, y, mask=mask, cache_modifier=STORE_CACHE)
 
 
 @triton.jit
@@ -109,6 +127,14 @@ def kernel(
         eps,
         ROWS=rows,
         BLOCK_H=block_h,
+        **_hints(),
         num_warps=_warps(block_h),
     )
     return y, residual_out
+
+
+def _hints() -> dict[str, str]:
+    """The cache hints of the one-pass kernel (none unless STREAMING_HINTS)."""
+    if STREAMING_HINTS:
+        return {"ROW_EVICT": "evict_first", "W_EVICT": "evict_last", "STORE_CACHE": ".cs"}
+    return {}

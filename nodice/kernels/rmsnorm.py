@@ -27,18 +27,36 @@ WARPS_2K = 8
 WARPS_4K = 8
 WARPS_8K = 16
 WARPS_WIDER = 8
+# Cache hints on the one-pass path (1: on; 0: off, as measured in the report): the row is read
+# once and written once, so its loads are marked evict-first and its stores streaming (``.cs``),
+# and the weight, read by every program, evict-last. Hints move data in the caches only, never
+# a value. Off until a GPU run times them (bench/gpu/candidates/sweep_norm_hints.py).
+STREAMING_HINTS = 0
 
 
 @triton.jit
-def _rmsnorm_rows(x_ptr, w_ptr, y_ptr, n_rows, hidden, eps, ROWS: tl.constexpr, BLOCK_H: tl.constexpr):
+def _rmsnorm_rows(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    n_rows,
+    hidden,
+    eps,
+    ROWS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    ROW_EVICT: tl.constexpr = "",
+    W_EVICT: tl.constexpr = "",
+    STORE_CACHE: tl.constexpr = "",
+):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_H)
     mask = (rows < n_rows)[:, None] & (cols < hidden)[None, :]
     offs = rows.to(tl.int64)[:, None] * hidden + cols[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy=ROW_EVICT).to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / hidden + eps)
-    w = tl.load(w_ptr + cols, mask=cols < hidden, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, (x * rstd[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask)
+    w = tl.load(w_ptr + cols, mask=cols < hidden, other=0.0, eviction_policy=W_EVICT).to(tl.float32)
+    y = (x * rstd[:, None] * w[None, :]).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + offs, y, mask=mask, cache_modifier=STORE_CACHE)
 
 
 @triton.jit
@@ -81,6 +99,13 @@ def kernel(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     # Rows per program and warps follow the hidden size alone.
     rows = max(1, ROW_ELEMENTS // block_h)
     _rmsnorm_rows[(triton.cdiv(batch, rows),)](
-        x, weight, y, batch, hidden, eps, ROWS=rows, BLOCK_H=block_h, num_warps=_warps(block_h)
+        x, weight, y, batch, hidden, eps, ROWS=rows, BLOCK_H=block_h, **_hints(), num_warps=_warps(block_h)
     )
     return y
+
+
+def _hints() -> dict[str, str]:
+    """The cache hints of the one-pass kernel (none unless STREAMING_HINTS)."""
+    if STREAMING_HINTS:
+        return {"ROW_EVICT": "evict_first", "W_EVICT": "evict_last", "STORE_CACHE": ".cs"}
+    return {}

@@ -49,7 +49,7 @@ class CallMixin(LibraryMixin, ChoiceMixin):
         for a in node.args:
             v = self.expr(a)
             if isinstance(a, ast.Starred) and v.items is not None:
-                args.extend(v.items)
+                args.extend(_carry(v, item) for item in v.items)
             else:
                 args.append(v)
         kwargs: dict[str, V] = {}
@@ -58,7 +58,8 @@ class CallMixin(LibraryMixin, ChoiceMixin):
             if k.arg:
                 kwargs[k.arg] = v
             elif v.kind == "dict" and v.keys:
-                kwargs.update({str(key): val for key, val in v.keys.items() if isinstance(key, str)})
+                unpacked = {str(key): _carry(v, val) for key, val in v.keys.items() if isinstance(key, str)}
+                kwargs.update(unpacked)
         return self.dispatch(fv, args, kwargs, node)
 
     def dispatch(self, fv: V, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
@@ -258,3 +259,11 @@ class CallMixin(LibraryMixin, ChoiceMixin):
                 if p is not None and v.taint is not None:
                     self.report_protected(p, k, v.taint, node, f"passed as {k} to {cref.name}")
         return inst
+
+
+def _carry(container: V, item: V) -> V:
+    """An item unpacked from a container (``*args``, ``**kwargs``): a container chosen by the batch
+    (``{"BLOCK_H": 256} if n < 16 else {...}``) makes each item it holds depend on the batch too."""
+    if container.taint is None or item.taint is not None:
+        return item
+    return item.with_taint(container.taint)
