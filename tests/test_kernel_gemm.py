@@ -103,3 +103,19 @@ def test_the_chain_is_off_and_follows_k_alone() -> None:
     # tiles already fill the waves and it does not.
     assert chained._compute_tile(512, 5120, 13, 132)[5] == 13
     assert chained._compute_tile(4096, 4096, 7, 132)[5] == 1
+
+
+def test_the_compute_bound_tile_rule_is_unchanged_without_the_chain(both) -> None:
+    # The rule as written before the chain existed: the narrow tile when its waves × area is
+    # below the wide tile's times the narrow tile's relative efficiency.
+    off, _ = both
+
+    def before(m: int, n: int, sms: int) -> int:
+        wide = -(-(-(-m // 128) * -(-n // 256)) // sms) * 128 * 256
+        narrow = -(-(-(-m // 128) * -(-n // 128)) // sms) * 128 * 128
+        return 128 if narrow * 100 < wide * off.NARROW_EFFICIENCY_PERCENT else 256
+
+    for m in (65, 128, 500, 512, 513, 1000, 4096, 16384):
+        for n in (1024, 4096, 5120, 6144, 10240, 24576, 28672):
+            for sms in (114, 132):
+                assert off._tile(m, n, sms)[1] == before(m, n, sms), (m, n, sms)
