@@ -105,9 +105,9 @@ def test_the_chain_is_off_and_follows_k_alone() -> None:
     assert chained._compute_tile(4096, 4096, 7, 132)[5] == 1
 
 
-def test_the_compute_bound_tile_rule_is_unchanged_without_the_chain(both) -> None:
-    # The rule as written before the chain existed: the narrow tile when its waves × area is
-    # below the wide tile's times the narrow tile's relative efficiency.
+def test_the_chained_chooser_decides_as_the_tile_rule_with_one_segment(both) -> None:
+    # ``_tile``'s rule: the narrow tile when its waves × area is below the wide tile's times the
+    # narrow tile's relative efficiency; ``_compute_tile`` must agree with it when it may not chain.
     off, _ = both
 
     def before(m: int, n: int, sms: int) -> int:
@@ -119,3 +119,4 @@ def test_the_compute_bound_tile_rule_is_unchanged_without_the_chain(both) -> Non
         for n in (1024, 4096, 5120, 6144, 10240, 24576, 28672):
             for sms in (114, 132):
                 assert off._tile(m, n, sms)[1] == before(m, n, sms), (m, n, sms)
+                assert off._compute_tile(m, n, 1, sms)[:5] == off._tile(m, n, sms), (m, n, sms)

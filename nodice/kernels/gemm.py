@@ -127,8 +127,20 @@ def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
             return DECODE_BLOCK_M, DECODE_MID_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_MID_STAGES
         return DECODE_BLOCK_M, DECODE_BLOCK_N, GROUP_M, DECODE_WARPS, DECODE_STAGES
 
-    block_m, block_n, group_m, warps, stages, _ = _compute_tile(m, n, 1, sms)
-    return block_m, block_n, group_m, warps, stages
+    wide = (
+        triton.cdiv(triton.cdiv(m, WIDE_BLOCK_M) * triton.cdiv(n, WIDE_BLOCK_N), sms)
+        * WIDE_BLOCK_M
+        * WIDE_BLOCK_N
+    )
+    narrow = (
+        triton.cdiv(triton.cdiv(m, NARROW_BLOCK_M) * triton.cdiv(n, NARROW_BLOCK_N), sms)
+        * NARROW_BLOCK_M
+        * NARROW_BLOCK_N
+    )
+    # Waves × tile area: the time of each choice, up to the tiles' efficiencies.
+    if narrow * 100 < wide * NARROW_EFFICIENCY_PERCENT:
+        return NARROW_BLOCK_M, NARROW_BLOCK_N, GROUP_M, NARROW_WARPS, NARROW_STAGES
+    return WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES
 
 
 def _segments(k: int) -> int:
@@ -137,10 +149,10 @@ def _segments(k: int) -> int:
 
 
 def _compute_tile(m: int, n: int, segments: int, sms: int) -> tuple[int, int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages, segments used) for M > DECODE_MAX_M: the
-    wide or narrow tile, each walked in one program or in ``segments`` chained ones, whichever
-    costs the fewest waves × tile area (per cent of the wide tile's efficiency, and of the chain's
-    overhead)."""
+    """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages, segments used) for M > DECODE_MAX_M when
+    the chain is on: the wide or narrow tile, each walked in one program or in ``segments``
+    chained ones, whichever costs the fewest waves × tile area (per cent of the wide tile's
+    efficiency, and of the chain's overhead). With one segment it decides as ``_tile`` does."""
     best: tuple[int, tuple[int, int, int, int, int, int]] | None = None
     for bm, bn, warps, stages, efficiency in (
         (WIDE_BLOCK_M, WIDE_BLOCK_N, WIDE_WARPS, WIDE_STAGES, 100),
