@@ -1,7 +1,8 @@
 """Paged attention decode: split-KV with a fixed split size, combined per (request, head).
 
-The bundled decode kernel until 2026-12-04; ``nodice/kernels/attention_decode.py`` now folds
-this combine into the split kernel (one launch).
+The bundled decode kernel until 2026-12-04 (and, before that, the hand-written candidate its
+lineage started from; only the CPU problem's key tile differed); ``nodice/kernels/attention_decode.py``
+now folds this combine into the split kernel (one launch).
 
 The seed's design with the two costs it paid at small batches removed:
 

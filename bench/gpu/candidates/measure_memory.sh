@@ -33,7 +33,7 @@ timeout "$((${SWEEP_SECONDS:-200} + 60))" python3 "$here/sweep_memory.py" --out 
   --seconds "${SWEEP_SECONDS:-200}" 2>&1 | tee -a "$log"
 step "sweep exit status ${PIPESTATUS[0]}"
 
-for spec in ${CANDIDATES:-attention_decode_split:attention_decode rmsnorm_row:rmsnorm add_rmsnorm_row:add_rmsnorm \
+for spec in ${CANDIDATES:-attention_decode_two_launch:attention_decode rmsnorm_row:rmsnorm add_rmsnorm_row:add_rmsnorm \
   layernorm_row:layernorm sampling_split:sampling}; do
   name=${spec%%:*}
   task=${spec##*:}

@@ -76,7 +76,7 @@ PLAN = [
     ("rmsnorm", "rmsnorm_row.py", _warp_tables, None),
     ("add_rmsnorm", "add_rmsnorm_row.py", _warp_tables, None),
     ("layernorm", "layernorm_row.py", _warp_tables, None),
-    ("attention_decode", "attention_decode_split.py", _decode_tables, _DECODE_WORKLOADS),
+    ("attention_decode", "attention_decode_two_launch.py", _decode_tables, _DECODE_WORKLOADS),
 ]
 
 
