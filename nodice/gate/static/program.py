@@ -94,6 +94,7 @@ class Analysis:
         # ``try`` around the call jumps to its handler on them).
         self.raise_memo: dict[tuple[Any, ...], list[Trace]] = {}
         self._listing: frozenset[str] | None = None
+        self._stored: dict[Path, frozenset[str]] = {}  # attribute stores per folder (pins)
         self.steps = 0
 
     def report(
@@ -165,14 +166,23 @@ class Analysis:
         """``mod``'s pins: its literal module constants that no code in the candidate's folder (or
         the module's own) can rebind."""
         if mod.pins is None:
-            from nodice.gate.static.pins import module_pins, stored_attributes
+            from nodice.gate.static.pins import module_pins
 
             found = module_pins(mod.tree)
             if found:
-                stored = stored_attributes(self.folder) | stored_attributes(mod.path.parent)
+                stored = self._stored_attributes(self.folder) | self._stored_attributes(mod.path.parent)
                 found = {} if "*" in stored else {k: v for k, v in found.items() if k not in stored}
             mod.pins = found
         return mod.pins
+
+    def _stored_attributes(self, folder: Path) -> frozenset[str]:
+        """``pins.stored_attributes`` of a folder, read once per analysis (every module's pins ask)."""
+        from nodice.gate.static.pins import stored_attributes
+
+        key = Path(os.path.abspath(folder))
+        if key not in self._stored:
+            self._stored[key] = stored_attributes(key)
+        return self._stored[key]
 
     def listing(self) -> frozenset[str]:
         """Names in the candidate's folder, read once (cheaper than a stat per import)."""
