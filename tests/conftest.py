@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -34,3 +36,16 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str
         timeout=timeout,
         cwd=ROOT,
     )
+
+
+def load_kernel(path: Path, name: str) -> ModuleType:
+    """A fresh module from ``path`` under ``name`` (pins set on one copy stay in that copy); on CPU,
+    under the interpreter with the gate's deterministic ``tl.dot``, as the gate runs candidates."""
+    from nodice.gate.runtime import prepare
+
+    prepare(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

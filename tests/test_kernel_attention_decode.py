@@ -7,17 +7,15 @@ and the same pins its output is the two-launch kernel's (split kernel, then a co
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-from nodice.gate.runtime import prepare
 from nodice.tasks import get_task
 from nodice.tasks.base import Problem, Sample
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_kernel
 
 CPU = torch.device("cpu")
 FUSED = ROOT / "nodice" / "kernels" / "attention_decode.py"
@@ -35,12 +33,7 @@ MATES = (1, 100)
 
 
 def _load(path: Path, name: str) -> ModuleType:
-    prepare(CPU)  # the interpreter, with the gate's deterministic tl.dot
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_kernel(path, name)
 
 
 @pytest.fixture

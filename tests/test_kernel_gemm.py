@@ -4,25 +4,19 @@ bits, and with the pin on a row is the same alone and inside batches on both sid
 
 from __future__ import annotations
 
-import importlib.util
 from types import ModuleType
 
 import pytest
 import torch
 
-from nodice.gate.runtime import prepare
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_kernel
 
 CPU = torch.device("cpu")
 BUNDLED = ROOT / "nodice" / "kernels" / "gemm.py"
 
 
 def _load(pointer_loads: int) -> ModuleType:
-    prepare(CPU)  # the interpreter, with the gate's deterministic tl.dot
-    spec = importlib.util.spec_from_file_location(f"gemm_pointer_{pointer_loads}", BUNDLED)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_kernel(BUNDLED, f"gemm_pointer_{pointer_loads}")
     mod.SINGLE_POINTER_LOADS = pointer_loads
     return mod
 

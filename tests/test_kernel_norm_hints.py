@@ -4,7 +4,6 @@ caches only), and the gate passes both."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -12,19 +11,14 @@ import pytest
 import torch
 
 from nodice.gate.pipeline import check
-from nodice.gate.runtime import prepare
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_kernel
 
 CPU = torch.device("cpu")
 KERNELS = {task: ROOT / "nodice" / "kernels" / f"{task}.py" for task in ("rmsnorm", "add_rmsnorm")}
 
 
 def _load(task: str, hints: int) -> ModuleType:
-    prepare(CPU)
-    spec = importlib.util.spec_from_file_location(f"{task}_hints_{hints}", KERNELS[task])
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_kernel(KERNELS[task], f"{task}_hints_{hints}")
     mod.STREAMING_HINTS = hints
     return mod
 
