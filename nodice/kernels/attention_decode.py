@@ -82,7 +82,7 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634
 # Pinned per head dim (never per batch): key tile, split size, warps and pipeline stages.
-BLOCK_N_D128 = 64
+BLOCK_N_D128 = 128
 SPLIT_TOKENS_D128 = 512
 NUM_WARPS_D128 = 4
 NUM_STAGES_D128 = 3
