@@ -31,9 +31,9 @@ def _operands(m: int, k: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Te
     return torch.randn((m, k), generator=gen), torch.randn((k, n), generator=gen)
 
 
-def test_the_pin_is_off_and_picks_the_widest_tile_with_enough_columns(both) -> None:
+def test_the_pin_is_on_and_picks_the_widest_tile_with_enough_columns(both) -> None:
     off, on = both
-    assert BUNDLED.read_text().count("\nSINGLE_POINTER_LOADS = 0\n") == 1  # shipped off
+    assert BUNDLED.read_text().count("\nSINGLE_POINTER_LOADS = 1\n") == 1  # shipped on
     assert not off._pointer_loads(1)
     assert on._pointer_loads(16) and not on._pointer_loads(17)
     sms = 132

@@ -55,9 +55,12 @@ SINGLE_BLOCK_N, SINGLE_STAGES = 128, 6
 # against 0.62×; bench/results/gemm_h200_2026-12-02/sweep_gemm_round2.jsonl): TMA still moves 64
 # rows of `a` per block where pointer loads skip the masked rows. The same tile, K walk and MMAs
 # read the same values either way, so the output does not change with the load path; the gate
-# settles the choice by running both sides. Off until a run of these rules is measured. The tile is
-# the widest of three that leaves at least SINGLE_PTR_MIN_TILES column tiles.
-SINGLE_POINTER_LOADS = 0
+# settles the choice by running both sides. On since the pin sweep of 2026-12-04 timed these rules
+# against TMA on all 35 report shapes in one run: geomean 0.927 -> 0.932x cuBLAS, lowest row 0.63 ->
+# 0.73x (Llama-3-8B down, M = 1: 0.64 -> 0.78x), bits identical to TMA's on all four layer shapes
+# (bench/results/h200_2026-12-04/callJ/sweep_gemm_pins.jsonl). The tile is the widest of three
+# that leaves at least SINGLE_PTR_MIN_TILES column tiles.
+SINGLE_POINTER_LOADS = 1
 SINGLE_PTR_MIN_TILES = 80
 SINGLE_PTR_WIDE_BLOCK_N, SINGLE_PTR_WIDE_STAGES = 128, 6
 SINGLE_PTR_MID_BLOCK_N, SINGLE_PTR_MID_STAGES = 64, 8

@@ -1,7 +1,8 @@
 """Sweep the bundled GEMM's two off-by-default pins on the H200 (bf16), after a bitwise check.
 
-``nodice/kernels/gemm.py`` ships ``SINGLE_POINTER_LOADS`` (pointer loads for M ≤ 16) and
-``CHAINED_SPLITS`` (K walked in chained segments where tiles leave SMs idle) off. Neither may change
+``nodice/kernels/gemm.py`` has two pins that choose a path: ``SINGLE_POINTER_LOADS`` (pointer
+loads for M ≤ 16; on since this sweep's run of 2026-12-04) and ``CHAINED_SPLITS`` (K walked in
+chained segments where tiles leave SMs idle; off). Neither may change
 a bit: first, on every layer of the task, products of M = 1, 8, 16, 17, 64, 65, 512, 513 and 4096
 rows under each table below are compared bitwise with the shipped pins (one ``"impl": "bi"`` line
 per table and layer; the sweep stops if any differs). Then ``sweep_pins.py``: the shipped kernel
