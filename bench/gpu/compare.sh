@@ -20,7 +20,10 @@
 #   the attention tasks' first evaluation, with their baselines and the shape sweep, may need more
 #   than an equal share of one call: give them a call of their own with TASKS), DEVICE (default cuda),
 #   ALL_VERSIONS=1 to judge every committed version (slower: one gate per version),
-#   NODICE_COMMIT=<hash> where the GPU machine's copy of the repository is not at the commit measured.
+#   NODICE_COMMIT=<hash> where the GPU machine's copy of the repository is not at the commit measured,
+#   WORKLOADS="moe=qwen3-30b-a3b-decode256,qwen3-30b-a3b-prefill4k sampling=llama3-b64" to score a
+#   task's runs on those workloads only (`nodice evolve --workload`; both runs alike), so that tasks
+#   whose full sweep takes longer than a share still get several evaluations per run.
 # Writes under $OUT as it goes, so a timeout keeps every finished task:
 #   compare.log          everything the runs and comparisons printed
 #   compare/<task>.json  `nodice compare --json` of the task
@@ -67,12 +70,15 @@ if [ "${#tasks[@]}" -eq 0 ]; then
   exit 2
 fi
 commit=${NODICE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-python3 - "$OUT/compare_meta.json" "$DEVICE" "$BUDGET" "$TOTAL_S" "$commit" "${tasks[@]}" <<'EOF'
-import json, sys, time
+WORKLOADS=${WORKLOADS:-} python3 - "$OUT/compare_meta.json" "$DEVICE" "$BUDGET" "$TOTAL_S" "$commit" "${tasks[@]}" <<'EOF'
+import json, os, sys, time
 path, device, budget, total, commit, *tasks = sys.argv[1:]
+scored = dict(pair.split("=", 1) for pair in os.environ["WORKLOADS"].split() if "=" in pair)
 json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device,
            "budget_evaluations": int(budget), "total_s": int(total), "nodice_commit": commit,
-           "tasks_planned": tasks}, open(path, "w"), indent=2)
+           "tasks_planned": tasks,
+           "scored_workloads": {task: names.split(",") for task, names in scored.items()}},
+          open(path, "w"), indent=2)
 EOF
 say "compare.sh: ${#tasks[@]} tasks (${tasks[*]}) on $DEVICE, $BUDGET evaluations per run, ${TOTAL_S} s in all"
 
@@ -83,6 +89,13 @@ runs=${NODICE_COMPARE_RUNS:-$(mktemp -d /tmp/nodice-compare-XXXXXX)}
 evolve() {
   local mode=$1 task=$2 budget=$3 soft=$4 hard=$5 flag=() t0=$SECONDS rc n
   [ "$mode" = vanilla ] && flag=(--no-bi)
+  local pair w
+  for pair in ${WORKLOADS:-}; do
+    if [ "${pair%%=*}" = "$task" ]; then
+      IFS=, read -r -a w <<<"${pair#*=}"
+      for pair in "${w[@]}"; do flag+=(--workload "$pair"); done
+    fi
+  done
   echo "=== $task $mode: evolve (budget $budget evaluations, $soft s; killed at $hard s)" >>"$LOG"
   timeout -k 10 "$hard" python3 -m nodice evolve "$task" --device "$DEVICE" --budget "$budget" \
     --time-budget "$soft" --run-dir "$runs/$task-$mode" --rng-seed 0 --no-report ${flag[@]+"${flag[@]}"} \
