@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from nodice.gate.branches import confirmable
 from nodice.gate.static import run_static
 from nodice.tasks import get_task
 
@@ -47,6 +48,9 @@ def _area(waves, bm, bn):
 '''
 
 
+POINTER_PIN_ON = "\nSINGLE_POINTER_LOADS = 1\n"
+
+
 def write(tmp_path: Path, text: str, name: str = "cand.py") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -56,7 +60,10 @@ def write(tmp_path: Path, text: str, name: str = "cand.py") -> Path:
 def gemm_with(waves: str, helpers: str = "", kernel_prefix: str = "") -> str:
     """The bundled GEMM with its tile chooser's wave arithmetic spelled as ``waves``."""
     assert INLINE_WAVES.startswith("    wide = (") and INLINE_WAVES in GEMM
-    text = GEMM.replace(INLINE_WAVES, waves)
+    # The pointer-load pin's M <= 16 branch is its own finding (tested below); these tests are about
+    # the tile chooser, so they read the GEMM with the pin off.
+    assert GEMM.count(POINTER_PIN_ON) == 1
+    text = GEMM.replace(INLINE_WAVES, waves).replace(POINTER_PIN_ON, "\nSINGLE_POINTER_LOADS = 0\n", 1)
     text = text.replace("\n\ndef _tile(", helpers + "\n\ndef _tile(", 1)
     if kernel_prefix:
         anchor = "    if m == 0:\n        return c\n"
@@ -80,6 +87,17 @@ def test_tile_chooser_with_arithmetic_helpers_passes(tmp_path: Path, waves: str,
     assert violations == set()
     # num_warps follows the batch in a tl.dot-only kernel: left to the dynamic stage, as inline.
     assert unresolved == {"launch_option_unknown_order"}
+
+
+def test_the_shipped_pointer_load_pin_is_one_choice_left_for_the_dynamic_stage() -> None:
+    # With the pin on, M <= 16 takes pointer loads instead of TMA descriptors: two launches the
+    # static stage cannot prove equal, so it reports that one branch, and the dynamic stage runs both
+    # sides (nodice.gate.branches) -- the gate's pass on CUDA rests on that, not on the static stage.
+    violations, _ = run_static(ROOT / "nodice" / "kernels" / "gemm.py", get_task("gemm"))
+    assert [f.rule for f in violations] == ["algorithm_selection_by_batch"]
+    (finding,) = violations
+    assert "_pointer_loads" in GEMM.splitlines()[finding.line - 1]
+    assert confirmable(finding)
 
 
 def test_arithmetic_helper_in_a_sibling_module_passes(tmp_path: Path) -> None:
