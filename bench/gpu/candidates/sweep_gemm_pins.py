@@ -4,7 +4,7 @@
 loads for M ≤ 16; on since this sweep's run of 2026-12-04) and ``CHAINED_SPLITS`` (K walked in
 chained segments where tiles leave SMs idle; off). Neither may change
 a bit: first, on every layer of the task, products of M = 1, 8, 16, 17, 64, 65, 512, 513 and 4096
-rows under each table below are compared bitwise with the shipped pins (one ``"impl": "bi"`` line
+rows under each table below are compared bitwise with both pins off (one ``"impl": "bi"`` line
 per table and layer; the sweep stops if any differs). Then ``sweep_pins.py``: the shipped kernel
 (``reference`` = ``shipped``), cuBLAS, and each table on every workload.
 
@@ -49,8 +49,8 @@ def _tables() -> list[dict[str, Any]]:
 def bitwise_check(out_path: str) -> bool:
     """Each table against the shipped pins, bitwise, on every layer. True when all matched."""
     shipped = _load(BUNDLED, "gemm_bitwise_shipped")
-    for k, v in OFF.items():
-        assert getattr(shipped, k) == v, f"{k} is not shipped off"
+    for k, v in OFF.items():  # the reference is the plain path, whatever the file ships
+        setattr(shipped, k, v)
     cand = _load(BUNDLED, "gemm_bitwise_table")
     task = get_task("gemm")
     layers = sorted({(w.params["K"], w.params["N"]) for w in task.workloads()})
