@@ -114,3 +114,66 @@ def test_the_chained_chooser_decides_as_the_tile_rule_with_one_segment(both) -> 
             for sms in (114, 132):
                 assert off._tile(m, n, sms)[1] == before(m, n, sms), (m, n, sms)
                 assert off._compute_tile(m, n, 1, sms)[:5] == off._tile(m, n, sms), (m, n, sms)
+
+
+def _narrow_module(narrowest_min_tiles: int = 256, decode_pointer_loads: int = 0) -> ModuleType:
+    mod = _load(1)
+    mod.SINGLE_PTR_NARROWEST_MIN_TILES = narrowest_min_tiles
+    mod.DECODE_POINTER_LOADS = decode_pointer_loads
+    return mod
+
+
+def test_the_narrow_and_decode_pointer_pins_are_off_and_follow_n_alone(both) -> None:
+    text = BUNDLED.read_text()
+    assert text.count("\nSINGLE_PTR_NARROWEST_MIN_TILES = 0\n") == 1  # shipped off
+    assert text.count("\nDECODE_POINTER_LOADS = 0\n") == 1
+    _, on = both
+    assert not on._pointer_loads(17)
+    narrow = _narrow_module(256)
+    # 16 columns only where 32 leave fewer than 256 tiles; the wider rules decide first, as before.
+    for n, block_n in [(28672, 128), (10240, 128), (6144, 64), (5120, 64), (4096, 16), (16384, 128)]:
+        assert narrow._tile(1, n, 132)[1] == block_n, n
+        assert narrow._tile(16, n, 132) == narrow._tile(1, n, 132)  # the rows never choose
+    # Qwen3-32B down (N = 5120) keeps 80 tiles of 64 unless the wider rules ask for more tiles too.
+    narrow.SINGLE_PTR_MIN_TILES = 256
+    assert [narrow._tile(1, n, 132)[1] for n in (28672, 10240, 5120)] == [64, 32, 16]
+    assert narrow._tile(17, 4096, 132) == on._tile(17, 4096, 132)
+    decode = _narrow_module(0, 1)
+    assert decode._pointer_loads(64) and not decode._pointer_loads(65)
+    assert decode._tile(64, 4096, 132) == decode._tile(1, 4096, 132) == (64, 32, 8, 4, 8)
+    assert decode._tile(65, 4096, 132) == on._tile(65, 4096, 132)
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize(("k", "n"), [(160, 96), (256, 40)])
+def test_sixteen_column_tiles_compute_the_tma_paths_bits(both, m: int, k: int, n: int) -> None:
+    off, _ = both
+    narrow = _narrow_module(256)
+    assert narrow._tile(m, n, 132)[1] == 16
+    a, b = _operands(m, k, n, 31 * m + n)
+    tma, pointer = off.kernel(a, b), narrow.kernel(a, b)
+    torch.testing.assert_close(tma, a @ b, rtol=1e-5, atol=1e-4)
+    assert torch.equal(pointer.view(torch.int32), tma.view(torch.int32))
+
+
+@pytest.mark.parametrize("m", [17, 40, 64])
+def test_decode_batches_through_pointer_loads_compute_the_tma_paths_bits(both, m: int) -> None:
+    off, _ = both
+    decode = _narrow_module(256, 1)
+    a, b = _operands(m, 192, 72, m)
+    tma, pointer = off.kernel(a, b), decode.kernel(a, b)
+    torch.testing.assert_close(tma, a @ b, rtol=1e-5, atol=1e-4)
+    assert torch.equal(pointer.view(torch.int32), tma.view(torch.int32))
+
+
+def test_with_both_pins_on_a_row_is_the_same_alone_and_across_both_edges() -> None:
+    decode = _narrow_module(256, 1)
+    a, b = _operands(80, 128, 48, 11)
+    alone = decode.kernel(a[:1], b)
+    for m in (2, 16, 17, 64, 65, 80):
+        batch = a[:m].clone()
+        for slot in sorted({0, m - 1}):
+            batch[slot] = a[0]
+            row = decode.kernel(batch, b)[slot]
+            assert torch.equal(row.view(torch.int32), alone[0].view(torch.int32)), (m, slot)
+            batch[slot] = a[slot]

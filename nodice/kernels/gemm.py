@@ -65,6 +65,18 @@ SINGLE_PTR_MIN_TILES = 80
 SINGLE_PTR_WIDE_BLOCK_N, SINGLE_PTR_WIDE_STAGES = 128, 6
 SINGLE_PTR_MID_BLOCK_N, SINGLE_PTR_MID_STAGES = 64, 8
 SINGLE_PTR_NARROW_BLOCK_N, SINGLE_PTR_NARROW_STAGES = 32, 8
+# 16 columns where the 32-column tile leaves fewer than SINGLE_PTR_NARROWEST_MIN_TILES column tiles
+# (0: off, 32 columns are the last resort, as timed). Nsight Compute on the H200 (2026-12-04,
+# bench/results/h200_2026-12-04/callO/) found the M = 1 product of a long-K layer on 80 programs,
+# one per SM (128 KB of shared memory each), 52 SMs idle and DRAM at 60 % where cuBLAS's split-K
+# reaches 89 %: 16-column tiles, 10 KB a stage, give two or three programs to every SM with the
+# same K walk and MMAs per output column, so the same bits. Off until a sweep times it.
+SINGLE_PTR_NARROWEST_MIN_TILES = 0
+SINGLE_PTR_NARROWEST_BLOCK_N, SINGLE_PTR_NARROWEST_STAGES = 16, 8
+# A batch of decode steps (16 < M <= 64) through the same pointer-load tiles (1) instead of the TMA
+# tiles below (0, as timed): the TMA rules leave Llama-3-8B's o projection 64 column tiles at M = 64
+# (0.84x cuBLAS in the report). Same K walk and MMAs, so the same bits. Off until a sweep times it.
+DECODE_POINTER_LOADS = 0
 # A batch of decode steps (M ≤ 64): 256, 128 or 64 columns.
 DECODE_MAX_M = 64
 DECODE_WIDE_MIN_TILES, DECODE_MID_MIN_TILES = 96, 80
@@ -106,18 +118,32 @@ def _sms(device: torch.device) -> int:
 
 def _pointer_loads(m: int) -> bool:
     """Whether an M-row product reads through pointer loads rather than TMA descriptors."""
-    return not USE_TMA or bool(SINGLE_POINTER_LOADS and m <= SINGLE_MAX_M)
+    return not USE_TMA or _pointer_tiles(m)
+
+
+def _pointer_tiles(m: int) -> bool:
+    """Whether an M-row product takes the pointer-load tile rules (one request's step, and with
+    DECODE_POINTER_LOADS a batch of decode steps)."""
+    return bool(SINGLE_POINTER_LOADS and (m <= SINGLE_MAX_M or (DECODE_POINTER_LOADS and m <= DECODE_MAX_M)))
 
 
 def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages) for an M × N output."""
-    if m <= SINGLE_MAX_M and SINGLE_POINTER_LOADS:
+    if _pointer_tiles(m):
         for block_n, stages in (
             (SINGLE_PTR_WIDE_BLOCK_N, SINGLE_PTR_WIDE_STAGES),
             (SINGLE_PTR_MID_BLOCK_N, SINGLE_PTR_MID_STAGES),
         ):
             if triton.cdiv(n, block_n) >= SINGLE_PTR_MIN_TILES:
                 return DECODE_BLOCK_M, block_n, GROUP_M, DECODE_WARPS, stages
+        if triton.cdiv(n, SINGLE_PTR_NARROW_BLOCK_N) < SINGLE_PTR_NARROWEST_MIN_TILES:
+            return (
+                DECODE_BLOCK_M,
+                SINGLE_PTR_NARROWEST_BLOCK_N,
+                GROUP_M,
+                DECODE_WARPS,
+                SINGLE_PTR_NARROWEST_STAGES,
+            )
         return DECODE_BLOCK_M, SINGLE_PTR_NARROW_BLOCK_N, GROUP_M, DECODE_WARPS, SINGLE_PTR_NARROW_STAGES
     if m <= SINGLE_MAX_M:
         if triton.cdiv(n, SINGLE_WIDE_BLOCK_N) >= SINGLE_WIDE_MIN_TILES:

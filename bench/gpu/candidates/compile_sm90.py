@@ -39,6 +39,7 @@ ALIGNED = [["tt.divisibility", 16]]
 BUNDLED = {
     "attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py",
     "gdn_chunked": HERE.parents[2] / "nodice" / "kernels" / "gdn.py",
+    "gemm": HERE.parents[2] / "nodice" / "kernels" / "gemm.py",
 }
 
 
@@ -431,6 +432,45 @@ def gemm_splitk(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
+def gemm_pointer_tiles(keep: Path | None, sweep: bool) -> int:
+    """The bundled GEMM's pointer-load kernel (``_matmul``) at the small-M tiles its pins choose:
+    64 rows by 128, 64, 32 and 16 columns at their stages, bf16, M = 1 unaligned. ``--sweep`` adds
+    the 16-column stages ``sweep_gemm_pins.py`` times (4, 6, 12)."""
+    mod = _load("gemm")
+    tiles = [
+        (mod.SINGLE_PTR_WIDE_BLOCK_N, mod.SINGLE_PTR_WIDE_STAGES),
+        (mod.SINGLE_PTR_MID_BLOCK_N, mod.SINGLE_PTR_MID_STAGES),
+        (mod.SINGLE_PTR_NARROW_BLOCK_N, mod.SINGLE_PTR_NARROW_STAGES),
+        (mod.SINGLE_PTR_NARROWEST_BLOCK_N, mod.SINGLE_PTR_NARROWEST_STAGES),
+    ]
+    if sweep:
+        tiles += [(mod.SINGLE_PTR_NARROWEST_BLOCK_N, st) for st in (4, 6, 12)]
+    fails = 0
+    for block_n, stages in tiles:
+        sig = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32"}
+        sig.update({s_: "i32" for s_ in ("stride_am", "stride_ak", "stride_bk", "stride_bn")})
+        sig.update({s_: "i32" for s_ in ("stride_cm", "stride_cn")})
+        consts = {
+            "BLOCK_M": mod.DECODE_BLOCK_M,
+            "BLOCK_N": block_n,
+            "BLOCK_K": mod.BLOCK_K,
+            "GROUP_M": mod.GROUP_M,
+            "NUM_STAGES": stages,
+        }
+        for unit in ("stride_ak", "stride_bn", "stride_cn"):
+            consts[unit] = 1
+        for c_name in consts:
+            sig[c_name] = "constexpr"
+        names = list(sig)
+        aligned = {"N", "K", "stride_am", "stride_bk", "stride_cm"}
+        attrs = {(i,): ALIGNED for i, n_ in enumerate(names) if n_ in aligned or sig[n_].startswith("*")}
+        src_ = triton.compiler.ASTSource(mod._matmul, sig, constexprs=consts, attrs=attrs)
+        tile = f"{mod.DECODE_BLOCK_M}x{block_n}x{mod.BLOCK_K}"
+        label = f"gemm pointer tile={tile} w={mod.DECODE_WARPS} st={stages}"
+        fails += not report(label, src_, {"num_warps": mod.DECODE_WARPS, "num_stages": stages}, keep)
+    return fails
+
+
 CHECKS = {
     "attention_tma_ws": attention_tma_ws,
     "gemm_persistent_tma": gemm_persistent_tma,
@@ -438,6 +478,7 @@ CHECKS = {
     "attention_persistent": attention_persistent,
     "gdn_chunked": gdn_chunked,
     "gemm_splitk": gemm_splitk,
+    "gemm_pointer_tiles": gemm_pointer_tiles,
 }
 
 

@@ -1,12 +1,16 @@
-"""Sweep the bundled GEMM's two off-by-default pins on the H200 (bf16), after a bitwise check.
+"""Sweep the bundled GEMM's path pins on the H200 (bf16), after a bitwise check.
 
-``nodice/kernels/gemm.py`` has two pins that choose a path: ``SINGLE_POINTER_LOADS`` (pointer
-loads for M ≤ 16; on since this sweep's run of 2026-12-04) and ``CHAINED_SPLITS`` (K walked in
-chained segments where tiles leave SMs idle; off). Neither may change
-a bit: first, on every layer of the task, products of M = 1, 8, 16, 17, 64, 65, 512, 513 and 4096
-rows under each table below are compared bitwise with both pins off (one ``"impl": "bi"`` line
+``nodice/kernels/gemm.py`` has pins that choose how a product is walked, none of which may change
+a bit: ``SINGLE_POINTER_LOADS`` (pointer loads for M ≤ 16; on since this sweep's run of
+2026-12-04), ``SINGLE_PTR_NARROWEST_MIN_TILES`` (16-column tiles where 32 columns leave too few
+tiles; off), ``DECODE_POINTER_LOADS`` (the same pointer-load tiles for 16 < M ≤ 64; off) and
+``CHAINED_SPLITS`` (K walked in chained segments where tiles leave SMs idle; off: the run of
+2026-12-04 timed it slower, bench/results/h200_2026-12-04/callJ/, so its tables are gone). First,
+on every layer of the task, products of M = 1, 8, 16, 17, 64, 65, 512, 513 and 4096 rows under each
+table below are compared bitwise with every pin off, the plain TMA path (one ``"impl": "bi"`` line
 per table and layer; the sweep stops if any differs). Then ``sweep_pins.py``: the shipped kernel
-(``reference`` = ``shipped``), cuBLAS, and each table on every workload.
+(``reference`` = ``shipped``), cuBLAS, the file's own pins on every workload and each table on the
+workloads it can change (M ≤ 64).
 
     python3 bench/gpu/candidates/sweep_gemm_pins.py --out $OUT/sweep_gemm_pins.jsonl [--seconds 200]
 """
@@ -24,18 +28,38 @@ from sweep_pins import ROOT, Sweep, _load, main
 from nodice.tasks import get_task
 
 BUNDLED = ROOT / "nodice" / "kernels" / "gemm.py"
-OFF = {"SINGLE_POINTER_LOADS": 0, "CHAINED_SPLITS": 0}
-
-# Likeliest first; every table names both switches.
+OFF = {
+    "SINGLE_POINTER_LOADS": 0,
+    "CHAINED_SPLITS": 0,
+    "SINGLE_PTR_NARROWEST_MIN_TILES": 0,
+    "DECODE_POINTER_LOADS": 0,
+}
+# Likeliest first. Nsight Compute (callO) found M = 1 of the long-K layers on 80 programs for 132 SMs
+# and M = 64 of the 4096-wide ones on 64: more, narrower column tiles.
 TABLES: list[dict[str, Any]] = [
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1},
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 0},
-    {"SINGLE_POINTER_LOADS": 0, "CHAINED_SPLITS": 1},
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_SEG_K": 1024},
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_SEG_K": 4096},
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_COST_PERCENT": 0},
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "CHAINED_COST_PERCENT": 25},
-    {"SINGLE_POINTER_LOADS": 1, "CHAINED_SPLITS": 1, "SINGLE_PTR_MIN_TILES": 128},
+    {"SINGLE_POINTER_LOADS": 1, "SINGLE_PTR_NARROWEST_MIN_TILES": 256, "SINGLE_PTR_MIN_TILES": 256},
+    {"SINGLE_POINTER_LOADS": 1, "SINGLE_PTR_NARROWEST_MIN_TILES": 256},
+    {"SINGLE_POINTER_LOADS": 1, "DECODE_POINTER_LOADS": 1},
+    {
+        "SINGLE_POINTER_LOADS": 1,
+        "DECODE_POINTER_LOADS": 1,
+        "SINGLE_PTR_NARROWEST_MIN_TILES": 256,
+        "SINGLE_PTR_MIN_TILES": 256,
+    },
+    {
+        "SINGLE_POINTER_LOADS": 1,
+        "SINGLE_PTR_NARROWEST_MIN_TILES": 256,
+        "SINGLE_PTR_MIN_TILES": 256,
+        "SINGLE_PTR_NARROWEST_STAGES": 4,
+    },
+    {
+        "SINGLE_POINTER_LOADS": 1,
+        "SINGLE_PTR_NARROWEST_MIN_TILES": 256,
+        "SINGLE_PTR_MIN_TILES": 256,
+        "SINGLE_PTR_NARROWEST_STAGES": 6,
+    },
+    {"SINGLE_POINTER_LOADS": 1, "SINGLE_PTR_NARROWEST_MIN_TILES": 396, "SINGLE_PTR_MIN_TILES": 396},
+    {"SINGLE_POINTER_LOADS": 1, "SINGLE_PTR_MIN_TILES": 128, "SINGLE_PTR_NARROWEST_MIN_TILES": 264},
 ]
 ROWS = (1, 8, 16, 17, 64, 65, 512, 513, 4096)
 
@@ -75,7 +99,16 @@ def bitwise_check(out_path: str) -> bool:
     return ok
 
 
-PLAN = [Sweep("gemm", BUNDLED, "shipped", BUNDLED, _tables, reference_pins=OFF)]
+PLAN = [
+    Sweep(
+        "gemm",
+        BUNDLED,
+        "shipped",
+        BUNDLED,
+        _tables,
+        table_workloads=lambda w: w.params["M"] <= 64,
+    )
+]
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
