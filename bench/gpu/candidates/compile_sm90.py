@@ -40,6 +40,7 @@ BUNDLED = {
     "attention_prefill_gluon": HERE.parents[2] / "nodice" / "kernels" / "attention_prefill.py",
     "gdn_chunked": HERE.parents[2] / "nodice" / "kernels" / "gdn.py",
     "gemm": HERE.parents[2] / "nodice" / "kernels" / "gemm.py",
+    "attention_decode": HERE.parents[2] / "nodice" / "kernels" / "attention_decode.py",
 }
 
 
@@ -471,6 +472,67 @@ def gemm_pointer_tiles(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
+def attention_decode_fused(keep: Path | None, sweep: bool) -> int:
+    """The bundled one-launch paged decode (``_decode_fused``) at head dim 128, bf16, page 16, for
+    GQA groups of 4 and 8 (Llama-3-8B, Qwen3-30B-A3B) at its pins. Nsight Compute on the H200 found
+    it held to two programs per SM by registers (224 per thread); ``--sweep`` adds the register-
+    cutting alternatives (fewer heads folded, a narrower combine tile, the 64-key tile, 2 stages),
+    to see which reach 128 (four programs per SM) before a GPU sweep times them."""
+    mod = _load("attention_decode")
+    base = (mod.BLOCK_N_D128, mod.NUM_STAGES_D128, mod.FOLD_HEADS, mod.SPLIT_TILE)
+    configs = [base]
+    if sweep:
+        configs += [(128, 3, 2, 16), (128, 3, 1, 16), (128, 3, 4, 8), (128, 2, 4, 16), (64, 3, 4, 16)]
+        configs += [(128, 3, 2, 8), (128, 2, 2, 8), (64, 2, 1, 8)]
+    sig = {
+        "q_ptr": "*bf16",
+        "k_ptr": "*bf16",
+        "v_ptr": "*bf16",
+        "table_ptr": "*i32",
+        "lens_ptr": "*i32",
+        "part_acc_ptr": "*fp32",
+        "part_max_ptr": "*fp32",
+        "part_sum_ptr": "*fp32",
+        "count_ptr": "*i32",
+        "o_ptr": "*bf16",
+        "qk_scale": "fp32",
+        "table_width": "i32",
+        "max_splits": "i32",
+        "ml_stride": "i32",
+        "q_heads": "i32",
+        "kv_heads": "i32",
+    }
+    names = list(sig)
+    attrs = {(i,): ALIGNED for i, n_ in enumerate(names) if sig[n_].startswith("*") or n_ == "ml_stride"}
+    fails = 0
+    for group in (4, 8):
+        for block_n, stages, fold, split_tile in configs:
+            fold_heads = 1
+            while fold_heads * 2 <= fold and group % (fold_heads * 2) == 0:
+                fold_heads *= 2
+            consts = {
+                "GROUP": group,
+                "GROUP_PAD": max(16, triton.next_power_of_2(group)),
+                "FOLD_HEADS": fold_heads,
+                "HEAD_DIM": 128,
+                "PAGE": 16,
+                "BLOCK_N": block_n,
+                "SPLIT_TOKENS": mod.SPLIT_TOKENS_D128,
+                "LONG_SPLIT_TOKENS": mod.SPLIT_TOKENS_D128,
+                "LONG_FROM_TOKENS": mod.LONG_FROM_TOKENS_D128,
+                "SPLIT_TILE": split_tile,
+            }
+            full = {**sig, **{c: "constexpr" for c in consts}}
+            src_ = triton.compiler.ASTSource(mod._decode_fused, full, constexprs=consts, attrs=attrs)
+            label = (
+                f"attention_decode fused group={group} BLOCK_N={block_n} st={stages} "
+                f"fold={fold_heads} split_tile={split_tile}"
+            )
+            options = {"num_warps": mod.NUM_WARPS_D128, "num_stages": stages}
+            fails += not report(label, src_, options, keep)
+    return fails
+
+
 CHECKS = {
     "attention_tma_ws": attention_tma_ws,
     "gemm_persistent_tma": gemm_persistent_tma,
@@ -479,6 +541,7 @@ CHECKS = {
     "gdn_chunked": gdn_chunked,
     "gemm_splitk": gemm_splitk,
     "gemm_pointer_tiles": gemm_pointer_tiles,
+    "attention_decode_fused": attention_decode_fused,
 }
 
 

@@ -27,17 +27,20 @@ from sweep_pins import ROOT, Sweep, main
 # the kernel's register count (sm_90 compile, D 128, 4 warps: BLOCK_N 64 about 72-96 / 128 / 150
 # / 218 at 1 / 2 / 4 / 8 heads, BLOCK_N 128 about 128 / 165 / 195 / 225), never the result.
 _PINS = [
-    # Round 3 of 2026-12-04 (rounds 1 and 2: bench/results/h200_2026-12-04/callB, callF); the own
-    # pins (512-token splits, no long rule) run first as the sweep's own setting.
-    (64, 512, 4, 3, 1024, 1024, 16, 4),
-    (64, 1024, 4, 3, 0, 1024, 16, 4),
-    (64, 512, 4, 4, 1024, 1024, 16, 4),
-    (128, 512, 4, 3, 1024, 1024, 16, 4),
-    (64, 512, 4, 3, 1024, 4096, 16, 4),
-    (64, 256, 4, 3, 1024, 1024, 16, 4),
-    (64, 512, 4, 3, 2048, 16384, 16, 4),
-    (64, 512, 8, 3, 1024, 1024, 16, 4),
-    (64, 512, 4, 3, 1024, 1024, 32, 4),
+    # Round 4: the bundled pins (key tile 128, 512-token splits, no long rule, SPLIT_TILE 16, 4 heads
+    # folded) run first as the sweep's own setting. Nsight Compute (bench/results/h200_2026-12-04/
+    # callO) found them held to two programs per SM by registers (224 on Triton 3.6) and 1.94 waves
+    # at B = 8, 8K tokens, 4 KV heads; these cut registers (compile_sm90.py --only
+    # attention_decode_fused --sweep, Triton 3.9: 194 as bundled, 164-166 with an 8-split combine
+    # tile or 2 heads folded, 128 with both or with 1 head; 74 KB of shared memory allows three per
+    # SM, the 64-key tile's 39 KB five). Rounds 1-3: callB, callF, callG of 2026-12-04.
+    (128, 512, 4, 3, 0, 16384, 8, 4),
+    (128, 512, 4, 3, 0, 16384, 16, 2),
+    (128, 512, 4, 3, 0, 16384, 8, 2),
+    (128, 512, 4, 3, 0, 16384, 16, 1),
+    (128, 512, 4, 2, 0, 16384, 8, 2),
+    (64, 512, 4, 3, 0, 16384, 8, 2),
+    (128, 256, 4, 3, 0, 16384, 16, 4),
 ]
 
 
