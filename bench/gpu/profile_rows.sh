@@ -8,6 +8,8 @@
 # SECONDS_PER_CASE (default 60) stops one case; BUDGET (default 270) skips cases that would start
 # with less than SECONDS_PER_CASE left. Writes $OUT/<task>__<workload>__<impl>.csv (ncu's details
 # page), $OUT/profile_rows.log, and $OUT/profiles.json (the summary, rewritten after every case).
+# A device call brings back a few files only: run it under bench/gpu/run_many.sh, which packs them
+# into one archive (`bench/gpu/run_many.sh 'prof=280=OUT=$RUN bench/gpu/profile_rows.sh'`).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to a folder for the results}
