@@ -57,3 +57,50 @@ def test_summary_names_cases_and_reports_an_empty_profile(tmp_path: Path) -> Non
 def test_text_without_a_csv_header_has_no_kernels() -> None:
     pr = _module()
     assert pr.parse_ncu_csv("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n") == []
+
+
+def _stand_in_ncu(tmp_path: Path) -> Path:
+    """A stand-in for ncu (which needs a GPU): records its arguments and writes an empty CSV."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ncu = bin_dir / "ncu"
+    ncu.write_text(
+        "#!/usr/bin/env bash\n"
+        '[ "$1" = --version ] && { echo "stand-in ncu"; exit 0; }\n'
+        f'echo "$*" >> {tmp_path}/calls\n'
+        'while [ "$#" -gt 0 ]; do [ "$1" = --log-file ] && : > "$2"; shift; done\n'
+    )
+    ncu.chmod(0o755)
+    return bin_dir
+
+
+def test_script_takes_seconds_per_case_and_sections(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    bin_dir = _stand_in_ncu(tmp_path)
+    out = tmp_path / "out"
+    env = dict(os.environ, OUT=str(out), PATH=f"{bin_dir}:{os.environ['PATH']}", BUDGET="100")
+    env |= {"SECONDS_PER_CASE": "30", "SECTIONS": "SpeedOfLight MemoryWorkloadAnalysis"}
+    env["NODICE_SITE"] = str(tmp_path / "site")
+    cases = [
+        "gemm:qwen3-32b-down-decode-1:nodice",  # 30 s by default
+        "gdn:qwen3-next-prefill-8k:fla:90",  # 90 s asked, 100 - 0 left: runs
+        "rmsnorm:llama3-8b-prefill:Liger:500",  # more than the budget: skipped
+        "rmsnorm:llama3-8b-prefill:nodice:soon",  # not a number: skipped with its reason
+    ]
+    r = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu" / "profile_rows.sh"), *cases],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2
+    assert "--section SpeedOfLight --section MemoryWorkloadAnalysis" in calls[0]
+    assert "--section Occupancy" not in calls[0]
+    assert "--task gemm --workload qwen3-32b-down-decode-1 --impl nodice" in calls[0]
+    assert "--task gdn --workload qwen3-next-prefill-8k --impl fla" in calls[1]
+    log = (out / "profile_rows.log").read_text()
+    assert "rmsnorm:llama3-8b-prefill:Liger:500: skipped" in log
+    assert "seconds 'soon' is not a whole number" in log
+    assert (out / "gemm__qwen3-32b-down-decode-1__nodice.csv").exists()
