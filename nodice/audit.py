@@ -23,7 +23,7 @@ from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR, EXIT_PASS, EXIT_REJECTED
 
 if TYPE_CHECKING:
-    from nodice.bench.baselines import BaselineAudit
+    from nodice.measuring.baselines import BaselineAudit
 
 
 @dataclass
@@ -82,8 +82,8 @@ def resolve_callable(name: str) -> Callable[..., Any]:
 
 
 def audit_callable(name: str, task: str | None, device: str | None, seed: int) -> AuditRow:
-    from nodice.bench.baselines import audit_baseline
     from nodice.gate.runtime import resolve_device
+    from nodice.measuring.baselines import audit_baseline
     from nodice.tasks import get_task
 
     task_name, adapt = ADAPTERS.get(name, (task or "", _plain))
@@ -101,8 +101,8 @@ def audit_callable(name: str, task: str | None, device: str | None, seed: int) -
 
 def audit_named_baseline(name: str, task: str | None, device: str | None, seed: int) -> AuditRow:
     """A library baseline of the benchmark (``--baseline "cuDNN SDPA"``), loaded as the benchmark loads it."""
-    from nodice.bench.baselines import audit_baseline, find_baseline
     from nodice.gate.runtime import resolve_device
+    from nodice.measuring.baselines import audit_baseline, find_baseline
 
     try:
         dev = resolve_device(device)

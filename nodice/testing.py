@@ -15,8 +15,8 @@ from typing import Any
 
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import DynamicReport, validate
-from nodice.gate.loader import check_arity
 from nodice.gate.runtime import resolve_device
+from nodice.loader import check_arity
 from nodice.tasks import get_task
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from nodice.bench.score import GBPS, BaselineScore, WorkloadScore
 from nodice.evolution.agents.builtin import BuiltinAgent
 from nodice.evolution.engine import Engine, EvolveSummary
 from nodice.evolution.start import EvolveOptions, prepare_run
+from nodice.measuring.score import GBPS, BaselineScore, WorkloadScore
 
 # Seed + 3 candidates: enough for the operator to try a batch-adaptive rewrite and a sound one.
 BUILTIN_BUDGET = 4

@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines import (
+from nodice.gate.correctness import compare, has_own_correctness
+from nodice.measuring.baselines import (
     BaselineUnavailable,
     Prepared,
     audit_baseline,
@@ -21,11 +22,10 @@ from nodice.bench.baselines import (
     load_baselines,
     provider_versions,
 )
-from nodice.bench.baselines.attention_decode import split_pages
-from nodice.bench.baselines.attention_prefill import put_cutlass_dsl_on_path, to_sequence_major
-from nodice.bench.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask, pages_used
-from nodice.bench.baselines.sampling import effective_top_k, scaled_logits
-from nodice.gate.correctness import compare, has_own_correctness
+from nodice.measuring.baselines.attention_decode import split_pages
+from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path, to_sequence_major
+from nodice.measuring.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask, pages_used
+from nodice.measuring.baselines.sampling import effective_top_k, scaled_logits
 from nodice.tasks import CATALOG, get_task
 from nodice.tasks.base import Task
 

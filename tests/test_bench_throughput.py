@@ -9,8 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.ceilings import adopt_ceilings, ceilings_for, measure_ceilings
-from nodice.bench.score import (
+from nodice.evaluation.guards.guardian import Guardian
+from nodice.gate.runtime import prepare
+from nodice.loader import load_candidate
+from nodice.measuring.ceilings import adopt_ceilings, ceilings_for, measure_ceilings
+from nodice.measuring.score import (
     GBPS,
     LEGACY_UNIT,
     BaselineScore,
@@ -20,11 +23,8 @@ from nodice.bench.score import (
     headline,
     score_unit,
 )
-from nodice.bench.throughput import BenchSession, argument_names, benchmark, score_workload, throughput
-from nodice.bench.timing import CPU_POLICY, time_cpu
-from nodice.evaluation.guards.guardian import Guardian
-from nodice.gate.loader import load_candidate
-from nodice.gate.runtime import prepare
+from nodice.measuring.throughput import BenchSession, argument_names, benchmark, score_workload, throughput
+from nodice.measuring.timing import CPU_POLICY, time_cpu
 from nodice.tasks import Workload, get_task
 from nodice.tasks.rmsnorm import RMSNorm
 
@@ -206,7 +206,7 @@ def test_ceilings_are_measured_on_the_device_and_adopted_by_later_processes() ->
 
 @pytest.mark.gpu
 def test_cuda_timer_flushes_and_settles() -> None:
-    from nodice.bench.timing import CUDA_POLICY, time_cuda
+    from nodice.measuring.timing import CUDA_POLICY, time_cuda
 
     x = torch.randn(4096, 4096, device="cuda")
     t = time_cuda(lambda a: a * 2, (x,))
@@ -214,7 +214,7 @@ def test_cuda_timer_flushes_and_settles() -> None:
 
 
 def test_the_cuda_head_start_covers_the_hosts_enqueue_time() -> None:
-    from nodice.bench.timing import (
+    from nodice.measuring.timing import (
         HEAD_START_CLOCK_HZ,
         MAX_HEAD_START_CYCLES,
         MIN_HEAD_START_CYCLES,
@@ -234,7 +234,7 @@ def test_the_cuda_head_start_covers_the_hosts_enqueue_time() -> None:
 def test_cuda_timer_times_the_gpu_not_the_launcher() -> None:
     import time as _time
 
-    from nodice.bench.timing import time_cuda
+    from nodice.measuring.timing import time_cuda
 
     x = torch.randn(1024, device="cuda")
 

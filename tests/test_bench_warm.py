@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nodice.bench.baselines import audit_baseline, load_baselines
-from nodice.bench.baselines.audit import DtypeAudit, combine_audits, dtype_name
-from nodice.bench.throughput import BenchSession
 from nodice.bench.warm import WarmJob, WarmReport, WarmResult, plan, warm_up
 from nodice.kernels import bundled_kernel
+from nodice.measuring.baselines import audit_baseline, load_baselines
+from nodice.measuring.baselines.audit import DtypeAudit, combine_audits, dtype_name
+from nodice.measuring.throughput import BenchSession
 from nodice.tasks import get_task
 
 CPU = torch.device("cpu")
@@ -62,7 +62,14 @@ def test_warm_up_audits_agree_with_auditing_in_process() -> None:
         impls, _ = load_baselines(task_name, CPU)
         here = audit_baseline(task_name, impls[name], CPU, 0, name=name)
         handed = report.audits(task_name, ["float32"])[name]
-        assert (handed["verdict"], handed["detail"]) == (here.verdict, here.detail)
+        assert handed["verdict"] == here.verdict
+        # A library's non-invariant output depends on the process's threads and load, so a mismatch's
+        # values (and the context that shows it first) differ between processes: compare the verdict.
+        # A pass's detail is only a count of contexts, the same anywhere.
+        if here.verdict == "pass":
+            assert handed["detail"] == here.detail
+        else:
+            assert " differs in context " in handed["detail"] and " differs in context " in here.detail
     # OpenBLAS changes its blocking with M on CPU: torch.mm is not batch-invariant there.
     assert report.audits("gemm", ["float32"])["torch.mm"]["verdict"] == "bi_violation"
     summary = report.summary()

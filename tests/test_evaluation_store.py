@@ -11,7 +11,6 @@ from pathlib import Path
 
 import torch
 
-from nodice.bench.throughput import benchmark
 from nodice.evaluation.export import export_jsonl, export_store, trace_records
 from nodice.evaluation.guards.guardian import Guardian
 from nodice.evaluation.record import Evaluation
@@ -19,6 +18,7 @@ from nodice.evaluation.store import ResultStore
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheckResult, StageResult
 from nodice.gate.runtime import prepare
+from nodice.measuring.throughput import benchmark
 from nodice.tasks import get_task
 
 HOSTILE = Path(__file__).parent / "adversarial"

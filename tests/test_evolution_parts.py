@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from nodice.bench.score import LEGACY_UNIT
 from nodice.evolution.agents.builtin import BuiltinAgent, Memory, Proposal, tags_of
 from nodice.evolution.agents.mutations import param_mutations
 from nodice.evolution.agents.rewrites import CATALOG as REWRITES
@@ -23,6 +22,7 @@ from nodice.evolution.progress import Progress, ProgressState
 from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
 from nodice.evolution.scores import ratio_best_of, unit_of
 from nodice.evolution.supervisor import Supervisor, SupervisorConfig, find_trigger
+from nodice.measuring.score import LEGACY_UNIT
 from tests.conftest import EXAMPLES
 from tests.evolution_helpers import throughput_scores
 

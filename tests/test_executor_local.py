@@ -111,7 +111,7 @@ def test_evaluate_many_runs_side_by_side_into_one_store(tmp_path: Path) -> None:
 def test_without_ray_installed_the_ray_executor_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from nodice.evaluation.executor import make_executor
+    from nodice.evaluation.evaluate import make_executor
 
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where the extra is not installed
     with pytest.raises(ExecutorError, match=r"pip install 'nodice\[ray\]'"):

@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from nodice.audit import audit_named_baseline
-from nodice.bench.baselines import BaselineUnavailable, baselines_for, find_baseline, load_baselines
-from nodice.bench.baselines.flashinfer_prefill import (
+from nodice.gate.correctness import compare
+from nodice.measuring.baselines import BaselineUnavailable, baselines_for, find_baseline, load_baselines
+from nodice.measuring.baselines.flashinfer_prefill import (
     CONFIGURATIONS,
     SPLIT_TOKENS,
     WORKSPACE_BYTES,
@@ -38,8 +39,7 @@ from nodice.bench.baselines.flashinfer_prefill import (
     varlen_prefill,
     workspace_bytes,
 )
-from nodice.bench.baselines.norms import quack_layer_norm
-from nodice.gate.correctness import compare
+from nodice.measuring.baselines.norms import quack_layer_norm
 from nodice.tasks import get_task
 
 CPU = torch.device("cpu")
@@ -281,9 +281,9 @@ def test_quack_layer_norm_adapter_hands_fp32_affine_parameters_and_computes_the_
 
 def test_the_fixed_split_workspace_is_sized_from_the_batch() -> None:
     # The H200 runs of 2026-12-02: with a 1 GiB float workspace, plan() overflowed on exactly the
-    # SPEC-grid rows whose split partials need more (bench/results/candidates_h200_2026-12-02_evening);
+    # SPEC-grid rows whose split partials need more (lab/results/candidates_h200_2026-12-02_evening);
     # sized without GQA's packing of query heads into rows, it still overflowed on the GQA rows the
-    # buffer grown by earlier rows did not cover (bench/results/h200_2026-12-02_night/call1).
+    # buffer grown by earlier rows did not cover (lab/results/h200_2026-12-02_night/call1).
     failed = {"mha16-s16k", "mha16-s32k", "gqa32x8-s8k", "gqa32x8-s16k", "gqa32x8-s32k"}
     failed |= {"gqa32x4-s8k", "gqa32x4-s16k", "gqa32x4-s32k"}
     for name, heads, kv_heads in (("mha16", 16, 16), ("gqa32x8", 32, 8), ("gqa32x4", 32, 4)):

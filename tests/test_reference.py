@@ -202,7 +202,7 @@ def get_init_inputs():
 def test_the_baseline_is_the_eager_model() -> None:
     import torch
 
-    from nodice.bench.baselines import load_baselines
+    from nodice.measuring.baselines import load_baselines
     from nodice.tasks import get_task
 
     cpu = torch.device("cpu")

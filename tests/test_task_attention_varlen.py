@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 import nodice
-from nodice.bench.baselines import baselines_for, load_baselines
-from nodice.bench.baselines.attention_varlen import varlen_kwargs
 from nodice.gate.pipeline import check
+from nodice.measuring.baselines import baselines_for, load_baselines
+from nodice.measuring.baselines.attention_varlen import varlen_kwargs
 from nodice.tasks import get_task
 from nodice.tasks._attention import HOPPER_SM_COUNT, SWEEP_LAYOUTS, layouts_for
 from nodice.tasks.base import Workload
@@ -169,7 +169,7 @@ def test_cpu_baseline_matches_the_reference_and_the_gpu_ones_are_listed() -> Non
 
 
 def test_per_sequence_sdpa_runs_the_shapes_its_backend_refuses_on_the_math_backend() -> None:
-    from nodice.bench.baselines.attention_varlen import sdpa_per_sequence
+    from nodice.measuring.baselines.attention_varlen import sdpa_per_sequence
 
     # No CPU build has a cuDNN kernel: every sequence is refused. Short ones run on the math backend,
     # a long one is an error rather than a row timed on another backend under cuDNN's name.

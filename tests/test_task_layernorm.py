@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 import nodice
-from nodice.bench.baselines import load_baselines
 from nodice.gate.pipeline import check
+from nodice.measuring.baselines import load_baselines
 from nodice.tasks import CATALOG, get_task
 
 TASK = "layernorm"
@@ -95,7 +95,7 @@ def test_workloads_are_real_models_and_count_their_bytes() -> None:
 
 
 def test_the_torch_baseline_runs_on_cpu_and_is_batch_invariant() -> None:
-    from nodice.bench.baselines import audit_baseline
+    from nodice.measuring.baselines import audit_baseline
 
     loaded, missing = load_baselines(TASK, CPU)
     assert "torch F.layer_norm" in loaded, missing

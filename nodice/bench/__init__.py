@@ -1,11 +1,9 @@
-"""Benchmarking, in one place.
+"""Benchmarks of nodice itself, built on the evaluation service.
 
-Measuring a kernel (used by the evaluation service): ``timing`` (how one
-implementation is timed), ``throughput`` (the score vector of a candidate beside
-every baseline), ``score`` (its records), ``ceilings`` (the device's measured
-matmul rate and copy bandwidth), ``baselines`` (the libraries compared against).
-
-Benchmarks of nodice itself, built on the evaluation service: ``kernels``
-(``nodice bench kernels``: the bundled kernels against the libraries) and
-``detector`` (``nodice bench detector``: the gate's detection rate on a labeled pool).
+``kernels`` (``nodice bench kernels``: the bundled kernels against the libraries,
+with ``warm`` compiling and auditing side by side before any timing and
+``kernels_table`` rendering the report), ``detector`` (``nodice bench detector``:
+the gate's detection rate on a labeled pool) and ``ray_jobs`` (either benchmark's
+jobs spread over a Ray cluster). How a kernel is timed and scored lives one floor
+below, in :mod:`nodice.measuring`.
 """

@@ -39,10 +39,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.score import WorkloadScore, baseline_levels, geomean_ratio_best
 from nodice.errors import NodiceError
 from nodice.evaluation.executor import ExecutorConfig
 from nodice.kernels import bundled_kernel
+from nodice.measuring.score import WorkloadScore, baseline_levels, geomean_ratio_best
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMAT = 1
@@ -182,11 +182,11 @@ def run_kernel_bench(
     import torch
 
     from nodice.bench import warm
-    from nodice.bench.baselines import baselines_for, provider_versions
-    from nodice.bench.baselines.audit import audit_dtypes, dtype_name
-    from nodice.bench.ceilings import ceilings_for
-    from nodice.bench.provenance import environment, gpu_versions
     from nodice.evaluation import Evaluator
+    from nodice.measuring.baselines import baselines_for, provider_versions
+    from nodice.measuring.baselines.audit import audit_dtypes, dtype_name
+    from nodice.measuring.ceilings import ceilings_for
+    from nodice.measuring.provenance import environment, gpu_versions
     from nodice.tasks import get_task
 
     dev = torch.device(device)

@@ -31,7 +31,7 @@ from nodice.evaluation.ray_executor import bundle_job, unpack_job
 from nodice.evaluation.ray_slots import RaySlots, import_ray
 
 if TYPE_CHECKING:
-    from nodice.bench.ceilings import Ceilings
+    from nodice.measuring.ceilings import Ceilings
 
 # A slot that cannot be placed in this time (the cluster's GPUs are gone) is an error, not a hang.
 _MEASURE_TIMEOUT_S = 600.0
@@ -97,8 +97,8 @@ def _measure_here(device: str) -> tuple[dict[str, Any], str, dict[str, str]]:
     """On a node: its ceilings, its description and its versions."""
     import torch
 
-    from nodice.bench.ceilings import ceilings_for
-    from nodice.bench.provenance import environment, gpu_versions
+    from nodice.measuring.ceilings import ceilings_for
+    from nodice.measuring.provenance import environment, gpu_versions
 
     ceilings = ceilings_for(torch.device(device))
     machine, versions = environment(device)
@@ -108,7 +108,7 @@ def _measure_here(device: str) -> tuple[dict[str, Any], str, dict[str, str]]:
 
 def measure_on_cluster(device: str) -> tuple[Ceilings, str, dict[str, str]]:
     """The ceilings, machine and versions of one slot (one GPU on cuda) of the joined cluster."""
-    from nodice.bench.ceilings import Ceilings
+    from nodice.measuring.ceilings import Ceilings
 
     ray = import_ray()
     options: dict[str, Any] = {"num_cpus": 1, **({"num_gpus": 1} if device == "cuda" else {})}

@@ -12,7 +12,7 @@ So ``nodice bench kernels`` runs in two phases. First this one: a pool of
 worker processes runs, side by side,
 
 - per baseline and dtype it is audited in, one job: its BI audit in that dtype
-  (:func:`nodice.bench.baselines.audit.audit_dtype`), then, in the task's own
+  (:func:`nodice.measuring.baselines.audit.audit_dtype`), then, in the task's own
   dtype, one untimed call on every workload's inputs (the same tensors the
   benchmark draws, no reference). One process walks a baseline's workloads in
   order, as the measuring phase will, so a library compiles each kernel once
@@ -104,7 +104,7 @@ class WarmReport:
 
     def audits(self, task: str, dtypes: list[str]) -> dict[str, dict[str, Any]]:
         """Baseline name → {verdict, detail, s} for every baseline of ``task`` audited in all ``dtypes``."""
-        from nodice.bench.baselines.audit import DtypeAudit, combine_audits
+        from nodice.measuring.baselines.audit import DtypeAudit, combine_audits
 
         by_name: dict[str, dict[str, DtypeAudit]] = {}
         seconds: dict[str, float] = {}
@@ -150,8 +150,8 @@ def plan(
 ) -> list[WarmJob]:
     """Every job of the warm-up, longest first: each baseline's audit with its workload calls (tasks
     interleaved), then the audits in probe dtypes, then the gates."""
-    from nodice.bench.baselines import baselines_for
-    from nodice.bench.baselines.audit import audit_dtypes, dtype_name
+    from nodice.measuring.baselines import baselines_for
+    from nodice.measuring.baselines.audit import audit_dtypes, dtype_name
     from nodice.tasks import get_task
 
     main: list[list[WarmJob]] = []
@@ -191,7 +191,7 @@ class _Baselines:
         self.loaded: dict[str, tuple[dict[str, Any], dict[str, str]]] = {}
 
     def get(self, task: str, name: str) -> tuple[Any, str]:
-        from nodice.bench.baselines import load_baselines
+        from nodice.measuring.baselines import load_baselines
 
         if task not in self.loaded:
             self.loaded[task] = load_baselines(task, self.device)
@@ -230,8 +230,8 @@ def run_job(
     impl, reason = baselines.get(job.task, job.target)
     if impl is None:
         return {"status": "missing", "detail": reason}
-    from nodice.bench.baselines.audit import audit_dtype
-    from nodice.bench.throughput import timed_call, workload_args
+    from nodice.measuring.baselines.audit import audit_dtype
+    from nodice.measuring.throughput import timed_call, workload_args
 
     part = audit_dtype(task, impl, device, getattr(torch, job.dtype), seed, name=job.target, probe=job.probe)
     known = {w.name: w for w in task.bench_workloads(device)}

@@ -6,8 +6,8 @@ candidate runs in a worker process.
 
 from __future__ import annotations
 
-from nodice.bench.score import WorkloadScore
 from nodice.evaluation.evaluate import Evaluator
 from nodice.evaluation.record import Evaluation
+from nodice.measuring.score import WorkloadScore
 
 __all__ = ["Evaluation", "Evaluator", "WorkloadScore"]

@@ -49,7 +49,7 @@ JOB_CAP_S = 1800.0
 # The seed's slowest step (seconds) over the gate and the benchmark: the median over three runs
 # of `bench/seed_call_times.py` on a 2-core CPU shared with other jobs (Triton's interpreter).
 # On the H200 every seed call takes milliseconds (a whole steady gate takes 0.1-6.4 s,
-# bench/results/gpu_check_examples_dynamic_log.txt), so the floor governs there; a task
+# lab/results/gpu_check_examples_dynamic_log.txt), so the floor governs there; a task
 # missing from the table gets the floor too.
 SEED_SLOWEST_CALL_S: dict[str, dict[str, float]] = {
     "cpu": {

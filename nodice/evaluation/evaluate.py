@@ -27,12 +27,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from nodice.bench.score import WorkloadScore
-from nodice.evaluation.executor import ExecutorConfig, make_executor
+from nodice.evaluation.executor import Executor, ExecutorConfig, LocalExecutor
 from nodice.evaluation.limits import Limits
 from nodice.evaluation.record import Evaluation
 from nodice.evaluation.workers import JobOutcome
 from nodice.gate.result import CheckResult
+from nodice.measuring.score import WorkloadScore
 
 ISOLATIONS = ("isolated", "persistent")
 
@@ -52,6 +52,16 @@ def hang_site(log: str, candidate: Path) -> str:
         if where.is_relative_to(folder) and not where.is_relative_to(harness):
             return f"{where.name}:{line} in {function}"
     return ""
+
+
+def make_executor(config: ExecutorConfig, isolation: str, device: str | None, limits: Limits) -> Executor:
+    """The workers ``config`` asks for: local ones, or one per slot of a Ray cluster (imported only then)."""
+    config.validate()
+    if config.kind == "ray":
+        from nodice.evaluation.ray_executor import RayExecutor
+
+        return RayExecutor(isolation, device, limits, config.workers, config.ray_address)
+    return LocalExecutor(isolation, device, limits, config.workers)
 
 
 def _read(path: Path) -> tuple[str, str]:

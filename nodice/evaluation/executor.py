@@ -112,12 +112,3 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         for worker in self._all:
             worker.close()
-
-
-def make_executor(config: ExecutorConfig, isolation: str, device: str | None, limits: Limits) -> Executor:
-    config.validate()
-    if config.kind == "ray":
-        from nodice.evaluation.ray_executor import RayExecutor
-
-        return RayExecutor(isolation, device, limits, config.workers, config.ray_address)
-    return LocalExecutor(isolation, device, limits, config.workers)

@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.score import WorkloadScore
 from nodice.evaluation.record import Evaluation
 from nodice.evaluation.store import ResultStore
+from nodice.measuring.score import WorkloadScore
 
 _NAMESPACE = uuid.UUID("6f1c3a52-3d4e-4e0b-9a57-6e6f64696365")
 

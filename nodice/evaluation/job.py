@@ -20,15 +20,15 @@ from nodice.evaluation.guards import background_thread, harness_tampering, stati
 from nodice.evaluation.guards import unsynchronized_work as late_work
 from nodice.evaluation.guards.guardian import Guardian
 from nodice.gate import progress
-from nodice.gate.loader import read_source
 from nodice.gate.pipeline import check
 from nodice.gate.result import CheatDetected, CheckResult, StageResult
+from nodice.loader import read_source
 from nodice.references import is_reference_task
 from nodice.tasks import get_task
 from nodice.tasks.base import Task, Workload
 
 if TYPE_CHECKING:
-    from nodice.bench.throughput import BenchSession
+    from nodice.measuring.throughput import BenchSession
 
 # Rules whose violation may leave the process altered (patched modules, running threads or streams).
 _TAINTING_RULES = {harness_tampering.RULE, background_thread.RULE, late_work.RULE}
@@ -57,8 +57,8 @@ def _bench_setup(
     task: Task, device: torch.device, dtype: torch.dtype, seed: int, options: dict[str, Any]
 ) -> tuple[BenchSession, list[Workload] | None]:
     """The process's benchmark session (baselines audited for BI when asked) and the chosen workloads."""
-    from nodice.bench.ceilings import adopt_ceilings
-    from nodice.bench.throughput import BenchSession, session_for
+    from nodice.measuring.ceilings import adopt_ceilings
+    from nodice.measuring.throughput import BenchSession, session_for
 
     if options.get("ceilings"):
         adopt_ceilings(device, options["ceilings"])
@@ -83,7 +83,7 @@ def _bench_setup(
 
 
 def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    from nodice.bench.throughput import benchmark
+    from nodice.measuring.throughput import benchmark
 
     timings: dict[str, float] = {}
     seed = job.get("seed")

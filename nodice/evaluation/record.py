@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodice.bench.score import WorkloadScore, geomean_ratio_best, headline, score_unit
 from nodice.gate.result import CheckResult
+from nodice.measuring.score import WorkloadScore, geomean_ratio_best, headline, score_unit
 
 
 @dataclass

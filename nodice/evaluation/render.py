@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from nodice.bench.score import WorkloadScore
 from nodice.evaluation.record import Evaluation
+from nodice.measuring.score import WorkloadScore
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from nodice.evaluation.executor import ExecutorConfig
-from nodice.evolution.agents.base import Agent, AgentContext
+from nodice.evolution.agents.base import MAX_IDLE_STEPS, Agent, AgentContext
 from nodice.evolution.journal import Attempt, Intervention
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.progress import Progress, ProgressState
@@ -31,9 +31,6 @@ from nodice.evolution.scores import standing_text
 from nodice.evolution.session import BudgetExhausted, RunSession
 from nodice.evolution.supervisor import Supervisor, SupervisorConfig, as_direction
 from nodice.evolution.tools import AgentTools
-
-# Steps in a row without an evaluation before the engine gives up on the agent.
-MAX_IDLE_STEPS = 25
 
 
 @dataclass

@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodice.evaluation.executor import ExecutorConfig
-from nodice.evolution.agents.base import Agent, AgentContext
-from nodice.evolution.engine import MAX_IDLE_STEPS
+from nodice.evolution.agents.base import MAX_IDLE_STEPS, Agent, AgentContext
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.rundir import RunDir
 from nodice.evolution.session import BudgetExhausted, RunSession

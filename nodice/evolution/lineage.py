@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.score import LEGACY_UNIT
 from nodice.errors import NodiceError
 from nodice.evolution.scores import ratio_text, unit_of, value_text
+from nodice.measuring.score import LEGACY_UNIT
 
 NOTES_REF = "nodice"
 # Identity and settings that make commits work on any machine, whatever its git config.

@@ -42,7 +42,7 @@ def _main(path: str, task_name: str, entry: str) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from nodice.gate.loader import load_kernel
+    from nodice.loader import load_kernel
     from nodice.tasks import get_task
 
     task = get_task(task_name)

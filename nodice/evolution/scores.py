@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodice.bench.score import (
+from nodice.errors import NodiceError
+from nodice.measuring.score import (
     GBPS,
     LEGACY_UNIT,
     TFLOPS,
@@ -29,9 +30,9 @@ from nodice.bench.score import (
     geomean_ratio_best,
     score_unit,
 )
-from nodice.errors import NodiceError
 
-# The ceiling a fraction of the limit is taken of, by unit (measured on the device: nodice.bench.ceilings).
+# The ceiling a fraction of the limit is taken of, by unit (measured on the device:
+# nodice.measuring.ceilings).
 LIMIT_NAMES = {TFLOPS: "dense matmul peak", GBPS: "copy bandwidth"}
 
 

@@ -15,10 +15,10 @@ from nodice.gate import progress
 from nodice.gate.branches import BranchWatch, confirmable
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import validate
-from nodice.gate.loader import Candidate, load_kernel, read_source
 from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
+from nodice.loader import Candidate, load_kernel, read_source
 from nodice.tasks import Task, get_task
 
 

@@ -1,8 +1,8 @@
 """Paged attention decode in one launch: split-KV with fixed split sizes, combined by the last split.
 
 The two-launch design (a split kernel, then a combine with one program per (request, query head);
-now ``bench/gpu/candidates/attention_decode_two_launch.py``, whose pins came from the
-``nodice evolve --device cuda`` lineage in ``bench/results/evolve/attention_decode/``) with the
+now ``lab/candidates/attention_decode_two_launch.py``, whose pins came from the
+``nodice evolve --device cuda`` lineage in ``lab/results/evolve/attention_decode/``) with the
 second launch folded into the first:
 
 - **One kernel.** A program per (split, kv head, request) attends its query heads to one split of

@@ -61,7 +61,7 @@ both the per-tile path (200) and the persistent one, with several tiles per prog
 batches.
 
 Measured on the H200 (2026-12-02, torch 2.11, Triton 3.6, cuDNN 9.19; the whole gate passed on
-CUDA both times; bench/results/candidates_h200_2026-12-02_evening/check_attention_prefill_*.json):
+CUDA both times; lab/results/candidates_h200_2026-12-02_evening/check_attention_prefill_*.json):
 over the 24 rows of the SPEC grid, 1.033× and 1.048× cuDNN SDPA geomean in two runs, lowest row
 0.952× and 0.958×, 1.86× and 1.89× flash SDPA (FlashAttention-2), measured in the same runs. The
 two serving rows: 0.92× cuDNN at B=16, S=2K and 0.70× at B=64, S=512 (the per-tile path had
@@ -100,7 +100,7 @@ _LAUNCH_MAXNREG = 168  # 65536 registers / (3 warp groups × 128 threads), round
 # 1.5–3.1 % on every SPEC shape and both serving ones. A group
 # of four query heads is one key/value head under GQA 32/8, so the keys in flight stay few.
 CAUSAL_HEAD_GROUP = 4
-# Measured on the H200 (2026-12-04, bench/gpu/candidates/sweep_prefill_order.py; every group size
+# Measured on the H200 (2026-12-04, lab/candidates/sweep_prefill_order.py; every group size
 # bitwise equal to one head per group): the 14 causal workloads went from 0.943× to 1.033× cuDNN
 # SDPA geomean, lowest 0.654× → 0.937× (B = 64, S = 512) and 0.852× → 1.010× (B = 16, S = 2K).
 # Groups of 2, 8 and 16 measured 1.000×, 1.022× and 1.011×, and four again 1.002× in the same run

@@ -38,7 +38,7 @@ IEEE fp32 products), and ``W``, ``U``, ``V'`` and the saved states are stored in
 the precision those products read them in anyway.
 
 Measured on the H200 (2026-12-02, torch 2.11, Triton 3.6; the whole gate passed on CUDA;
-``bench/results/candidates_h200_2026-12-02_evening/check_gdn_chunked_pinned.json``): 0.94× fla's
+``lab/results/candidates_h200_2026-12-02_evening/check_gdn_chunked_pinned.json``): 0.94× fla's
 ``chunk_gated_delta_rule`` geomean over the task's five workloads (0.80–0.83× at 8K tokens of one
 sequence, 1.00–1.07× for 4 × 4K, 16 × 1K and 64 × 256), where the token-by-token seed is 0.09×.
 """

@@ -23,8 +23,8 @@ tile table keyed on M fixes that, and it is safe here because of *which* sizes i
   flag says when that sum is ready), so the element's sum is still the one-program sum.
 
 The rules below were read off a sweep of every tile over every workload on the H200
-(``bench/gpu/candidates/sweep_gemm.py``, results in ``bench/results/gemm_tiles_h200/``); the
-hand-written version is ``bench/gpu/candidates/gemm_tiles.py``.
+(``lab/candidates/sweep_gemm.py``, results in ``lab/results/gemm_tiles_h200/``); the
+hand-written version is ``lab/candidates/gemm_tiles.py``.
 
 The static stage reads the table as what it is (tiles of non-reduction axes); the dynamic stage
 on the GPU checks the claim bitwise with row counts on both sides of every bucket edge.
@@ -52,13 +52,13 @@ SINGLE_BLOCK_N, SINGLE_STAGES = 128, 6
 # One request's step through pointer loads instead of TMA (1: on; 0: TMA like every other M). The
 # sweep of 2026-12-02 timed 64-row tiles with pointer loads faster than any TMA tile at M = 1 on six
 # of the seven layers (Llama-3-8B QKV 0.99× cuBLAS against 0.86× for the rules below, down 0.81×
-# against 0.62×; bench/results/gemm_h200_2026-12-02/sweep_gemm_round2.jsonl): TMA still moves 64
+# against 0.62×; lab/results/gemm_h200_2026-12-02/sweep_gemm_round2.jsonl): TMA still moves 64
 # rows of `a` per block where pointer loads skip the masked rows. The same tile, K walk and MMAs
 # read the same values either way, so the output does not change with the load path; the gate
 # settles the choice by running both sides. On since the pin sweep of 2026-12-04 timed these rules
 # against TMA on all 35 report shapes in one run: geomean 0.927 -> 0.932x cuBLAS, lowest row 0.63 ->
 # 0.73x (Llama-3-8B down, M = 1: 0.64 -> 0.78x), bits identical to TMA's on all four layer shapes
-# (bench/results/h200_2026-12-04/callJ/sweep_gemm_pins.jsonl). The tile is the widest of three
+# (lab/results/h200_2026-12-04/callJ/sweep_gemm_pins.jsonl). The tile is the widest of three
 # that leaves at least SINGLE_PTR_MIN_TILES column tiles.
 SINGLE_POINTER_LOADS = 1
 SINGLE_PTR_MIN_TILES = 80
@@ -67,7 +67,7 @@ SINGLE_PTR_MID_BLOCK_N, SINGLE_PTR_MID_STAGES = 64, 8
 SINGLE_PTR_NARROW_BLOCK_N, SINGLE_PTR_NARROW_STAGES = 32, 8
 # 16 columns where the 32-column tile leaves fewer than SINGLE_PTR_NARROWEST_MIN_TILES column tiles
 # (0: off, 32 columns are the last resort, as timed). Nsight Compute on the H200 (2026-12-04,
-# bench/results/h200_2026-12-04/callO/) found the M = 1 product of a long-K layer on 80 programs,
+# lab/results/h200_2026-12-04/callO/) found the M = 1 product of a long-K layer on 80 programs,
 # one per SM (128 KB of shared memory each), 52 SMs idle and DRAM at 60 % where cuBLAS's split-K
 # reaches 89 %: 16-column tiles, 10 KB a stage, give two or three programs to every SM with the
 # same K walk and MMAs per output column, so the same bits. Off until a sweep times it.

@@ -40,11 +40,11 @@ from typing import Any
 import torch
 
 from nodice.errors import DeviceError, NodiceError
-from nodice.gate.loader import load_candidate
 from nodice.gate.runtime import prepare
 from nodice.kernels import bundled_kernel
 from nodice.kernels.routes import ROUTES, Route, RouteStats, Target
 from nodice.kernels.verdicts import GateVerdict, default_cache_file, device_name, gate_verdict, unverified
+from nodice.loader import load_candidate
 from nodice.tasks import get_task
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ Two tile tables, chosen from the model's shapes only:
 - **The many-expert table** (64-row expert tiles, 128 output columns, 4 warps, 4 pipeline stages,
   pointer loads): the seed's 32-row tiles re-read every expert's weights twice as often at
   prefill; a tile height chosen from the expected rows per active expert (16–128) was slower than
-  64 rows for every batch (H200 sweep, ``bench/gpu/candidates/sweep_moe.py``, 2026-12-02).
+  64 rows for every batch (H200 sweep, ``lab/candidates/sweep_moe.py``, 2026-12-02).
 - **The few-wide-experts table** (at most ``WIDE_MAX_EXPERTS`` experts of at least
   ``WIDE_MIN_INTER`` columns: Mixtral-8x7B's 8 × 14336), where prefill is a few dense GEMMs of
   ~1000 rows per expert: 128 × 128 tiles with 8 warps and 3 stages; the routed rows of ``x`` first
@@ -34,7 +34,7 @@ computed; descriptors and copied rows move the same values as pointer loads. The
 stable sort (an expert's rows in token order), the combine adds a token's slots in slot order.
 No atomics, no split-K.
 
-Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; ``bench/results/h200_2026-12-04/callC/``,
+Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; ``lab/results/h200_2026-12-04/callC/``,
 ``sweep_moe_wide.py``, ratios of times in one sweep): the wide table runs mixtral-8x7b-prefill4k
 1.40× faster than the many-expert table and 1.03× torch ``grouped_mm``; Mixtral decode at 16 and 256
 tokens 0.88× and 1.04× the many-expert table, 1.63× and 1.57× ``grouped_mm``; the other models are

@@ -10,7 +10,7 @@ request draws again with the next uniform ``tl.rand(seed, round)``; after ``MAX_
 boundary is bisected on the key); each draw is an inverse-CDF walk in vocabulary order. Each
 accepted draw is, conditionally, a draw from the exact filtered distribution.
 
-Where a request's passes run: the previous version (``bench/gpu/candidates/
+Where a request's passes run: the previous version (``lab/candidates/
 sampling_per_request.py``, the same rules and random stream) gave each request one program, so
 at B ≤ 64 every pass over its 0.5 MB row was one SM's latency (0.51 ms for a top-k request at
 V = 128K, 2.8× FlashInfer's time). Here each row is cut into C = cdiv(V, CHUNK) chunks (CHUNK
@@ -40,7 +40,7 @@ Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; the whole gate passed 
 report ``bench/results/kernels_h200.json``): 0.084–0.69 ms over the benchmark's eight workloads,
 1.04–2.11× FlashInfer's top-k/top-p sampling (which is not batch-invariant) and 6.9–67× torch's
 per-request multinomial at every batch. ``SPLIT_WARPS`` is the lineage's pin
-(``bench/results/evolve/sampling/``): against 4 warps it is faster at 64 and 256 requests and
+(``lab/results/evolve/sampling/``): against 4 warps it is faster at 64 and 256 requests and
 slower at 1 and 8, lifting the lowest ratio to FlashInfer from 1.00× to 1.04×.
 """
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import torch
 
 import nodice
-from nodice.gate.loader import read_source
+from nodice.loader import read_source
 from nodice.tasks import get_task
 
 log = logging.getLogger(__name__)

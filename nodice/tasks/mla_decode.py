@@ -22,7 +22,7 @@ this task chooses differently:
   and ``seq_lens[B]``. FlashInfer's CSR form is one reshape away:
   ``kv_indptr = [0, cumsum(ceil(seq_lens / page))]``, ``kv_indices`` = each row's
   first ``ceil(seq_lens[i] / page)`` entries in order, ``kv_len_arr = seq_lens``
-  (``nodice.bench.baselines.paged_kv.flashinfer_page_indices``). FlashInfer-Bench's
+  (``nodice.measuring.baselines.paged_kv.flashinfer_page_indices``). FlashInfer-Bench's
   ``ps1`` definitions take no lengths: there ``seq_lens = diff(kv_indptr)``.
 * Only ``o`` is returned, not FlashInfer-Bench's second output ``lse`` (its base-2
   log-sum-exp), which a decode layer without cascade or split-prefix merging drops.

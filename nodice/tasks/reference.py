@@ -234,7 +234,7 @@ class ReferenceTask(Task):
         self, entry: Any, name: str, path: Path, device: torch.device, dtype: torch.dtype
     ) -> Callable[..., Any] | None:
         """``ModelNew(*get_init_inputs())`` with ``Model``'s matching weights, as a function of the inputs."""
-        from nodice.gate.loader import check_arity
+        from nodice.loader import check_arity
 
         if not (isinstance(entry, type) and issubclass(entry, torch.nn.Module)):
             raise EntryPointError(f"'{name}' in {path.name} is not a torch.nn.Module class")

@@ -153,7 +153,7 @@ def _read_outputs(path: Path, out: Any, axis: int, batch: int) -> tuple[list[Out
 
 def read_reference(path: str | Path, batch_axis: int = 0) -> ReferenceFile:
     """Import and validate a reference file (runs its ``get_inputs`` and ``Model`` once, on CPU)."""
-    from nodice.gate.loader import import_file
+    from nodice.loader import import_file
 
     if batch_axis < 0:
         raise ReferenceFileError(f"--batch-axis must be 0 or more, not {batch_axis}")

@@ -26,7 +26,7 @@ from nodice.bench.detector.pool import (
     source_digest,
 )
 from nodice.bench.detector.workers import JobOutcome, gpu_count, run_jobs
-from nodice.bench.provenance import environment
+from nodice.measuring.provenance import environment
 from nodice.tasks import available, get_task
 
 

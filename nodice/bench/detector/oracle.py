@@ -29,8 +29,8 @@ import torch
 from nodice.bench.detector.pool import OracleLabel
 from nodice.errors import NodiceError
 from nodice.gate.correctness import check_correctness, compare
-from nodice.gate.loader import load_candidate
 from nodice.gate.runtime import prepare, resolve_device
+from nodice.loader import load_candidate
 from nodice.tasks import get_task
 from nodice.tasks.base import Problem, Sample, Task
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from nodice.bench.detector.pool import Pool, PoolEntry
 from nodice.bench.detector.workers import JobOutcome, gpu_count, run_jobs
-from nodice.bench.provenance import environment
+from nodice.measuring.provenance import environment
 
 
 @dataclass(frozen=True)

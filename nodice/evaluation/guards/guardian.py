@@ -35,8 +35,8 @@ from nodice.evaluation.guards.bits import same_bits
 from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
 from nodice.gate.execute import check_layout, check_output, expected_outputs, poison_allocator
-from nodice.gate.loader import Candidate
 from nodice.gate.result import CheatDetected
+from nodice.loader import Candidate
 from nodice.tasks.base import Output, Task
 
 

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from nodice.evolution.session import RunSession
     from nodice.evolution.tools import AgentTools
 
+# Steps in a row without an evaluation before a run (or an island) gives up on its agent.
+MAX_IDLE_STEPS = 25
+
 
 class AgentError(NodiceError):
     kind = "agent failed"

@@ -14,7 +14,8 @@ from typing import Any
 from nodice.gate.static.contracts import Contract
 from nodice.gate.static.report import Collector
 from nodice.gate.static.sources import EntrySignature
-from nodice.gate.static.triton_kernels import KernelInfo, summarize_kernel
+from nodice.gate.static.triton_kernels import summarize_kernel
+from nodice.gate.static.triton_summary import KernelInfo
 from nodice.gate.static.values import Trace, V
 
 MAX_DEPTH = 10

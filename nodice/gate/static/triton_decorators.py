@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from nodice.gate.static.triton_kernels import Autotune, KernelInfo
+from nodice.gate.static.triton_summary import Autotune, KernelInfo
 from nodice.gate.static.triton_values import dotted
 
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")

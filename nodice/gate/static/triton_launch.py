@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from nodice.gate.static.triton_kernels import KernelInfo, KernelSink
+from nodice.gate.static.triton_summary import KernelInfo, KernelSink
 from nodice.gate.static.values import NO_CONST, V
 
 if TYPE_CHECKING:

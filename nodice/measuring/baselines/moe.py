@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, require
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, require
 
 LIGER = "liger-kernel"
 

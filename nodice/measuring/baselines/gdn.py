@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines.spec import Baseline, require
+from nodice.measuring.baselines.spec import Baseline, require
 
 FLA = "fla-core"
 

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines.attention_prefill import put_cutlass_dsl_on_path
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
+from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
 
 LIGER = "liger-kernel"
 QUACK = "quack-kernels"

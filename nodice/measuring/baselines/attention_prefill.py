@@ -22,8 +22,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines import flashinfer_prefill
-from nodice.bench.baselines.spec import Baseline, Prepared, require
+from nodice.measuring.baselines import flashinfer_prefill
+from nodice.measuring.baselines.spec import Baseline, Prepared, require
 
 FLASH_ATTN_4 = "flash-attn-4"
 

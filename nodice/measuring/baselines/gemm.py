@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from nodice.bench.baselines.spec import Baseline
+from nodice.measuring.baselines.spec import Baseline
 
 BASELINES: dict[str, tuple[Baseline, ...]] = {
     "gemm": (

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines import (
+from nodice.measuring.baselines import (
     attention_decode,
     attention_prefill,
     attention_varlen,
@@ -34,8 +34,8 @@ from nodice.bench.baselines import (
     reference,
     sampling,
 )
-from nodice.bench.baselines.audit import BaselineAudit, audit_baseline
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared
+from nodice.measuring.baselines.audit import BaselineAudit, audit_baseline
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared
 from nodice.references import is_reference_task
 
 __all__ = [

@@ -3,7 +3,7 @@
 FlashInfer's ``BatchMLAPagedAttentionWrapper`` takes the task's tensors as they
 are (``q_nope``, ``q_pe``, ``ckv_cache[P, page, 512]``, ``kpe_cache[P, page, 64]``)
 and the page table in its CSR form: the block table and lengths become
-``kv_indptr``/``kv_indices`` (:func:`~nodice.bench.baselines.paged_kv.flashinfer_page_indices`),
+``kv_indptr``/``kv_indices`` (:func:`~nodice.measuring.baselines.paged_kv.flashinfer_page_indices`),
 ``kv_len_arr`` is ``seq_lens`` and, one query per request, ``qo_indptr`` is
 ``0 … B``. Unlike its GQA decode, its MLA ``plan()`` has no knob that fixes the
 KV split (no ``fixed_split_size``, no ``disable_split_kv``): the plan
@@ -25,9 +25,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines.attention_decode import FLASHINFER, HALF_DTYPES
-from nodice.bench.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
+from nodice.measuring.baselines.attention_decode import FLASHINFER, HALF_DTYPES
+from nodice.measuring.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
 
 # FlashInfer's float workspace (split partial outputs and their LSEs); its docs recommend 128 MiB.
 WORKSPACE_BYTES = 512 << 20

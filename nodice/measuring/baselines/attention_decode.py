@@ -25,8 +25,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
+from nodice.measuring.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
 
 FLASHINFER = "flashinfer-python"
 # Tokens per KV split, as in SGLang's deterministic FlashInfer decode; FlashInfer counts it in pages.

@@ -2,7 +2,7 @@
 
 For each workload the inputs are drawn once and the task's fp32 reference is
 computed once; the candidate and every baseline are checked against that one
-reference and timed on those inputs with the same method (:mod:`nodice.bench.timing`).
+reference and timed on those inputs with the same method (:mod:`nodice.measuring.timing`).
 The reference is never timed: it only says whether an output is right.
 
 The candidate's first call is a watched one (``checked``: poisoned
@@ -28,16 +28,16 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines import load_baselines
-from nodice.bench.ceilings import Ceilings, ceilings_for
-from nodice.bench.score import GBPS, BaselineScore, WorkloadScore
-from nodice.bench.timing import Timing, measure
 from nodice.errors import KernelCrashError
 from nodice.gate import progress
 from nodice.gate.correctness import compare, has_own_correctness
 from nodice.gate.execute import check_output, describe_exception, poison_allocator
 from nodice.gate.host_lines import HostLines
 from nodice.gate.result import CheatDetected
+from nodice.measuring.baselines import load_baselines
+from nodice.measuring.ceilings import Ceilings, ceilings_for
+from nodice.measuring.score import GBPS, BaselineScore, WorkloadScore
+from nodice.measuring.timing import Timing, measure
 from nodice.tasks.base import Output, Task, Workload
 
 KernelFn = Callable[..., Any]
@@ -172,7 +172,7 @@ class BenchSession:
         self.load_s = time.perf_counter() - t0
         self._loaded = True
         if self.audit_baselines:
-            from nodice.bench.baselines import audit_baseline
+            from nodice.measuring.baselines import audit_baseline
 
             for name, impl in self.baselines.items():
                 given = self.given_audits.get(name) or {}

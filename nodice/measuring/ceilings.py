@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nodice.bench.score import GBPS, TFLOPS
+from nodice.measuring.score import GBPS, TFLOPS
 
 # Sizes that fill an H200 (8192³ bf16 products; a 2 GiB copy is ~30× its L2) and stay quick on a CPU.
 _CUDA_MATMUL_N = 8192

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines import flashinfer_prefill
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared
+from nodice.measuring.baselines import flashinfer_prefill
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared
 
 
 def varlen_kwargs(params: Iterable[str], causal: bool, gqa: bool, sm_scale: float) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.bench.baselines.spec import Baseline, Prepared
+from nodice.measuring.baselines.spec import Baseline, Prepared
 
 # Gathered keys per chunk of rows (16-bit on GPU: ~900 rows of 2048 × 576 at 2 GiB).
 GATHER_BYTES = 2 << 30

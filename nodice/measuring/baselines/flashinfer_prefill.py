@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines.attention_decode import FLASHINFER, HALF_DTYPES, plan_accepts
-from nodice.bench.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
+from nodice.measuring.baselines.attention_decode import FLASHINFER, HALF_DTYPES, plan_accepts
+from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
 
 # Tokens per KV split in the deterministic configuration (the ragged KV has pages of one token).
 SPLIT_TOKENS = 4096

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines.spec import Baseline
+from nodice.measuring.baselines.spec import Baseline
 
 MODEL_BASELINE = "PyTorch Model"
 
