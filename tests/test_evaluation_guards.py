@@ -22,9 +22,9 @@ from nodice.evaluation.guards import (
 )
 from nodice.evaluation.guards.guardian import Guardian
 from nodice.gate.execute import check_layout
-from nodice.gate.loader import load_candidate
 from nodice.gate.result import CheatDetected
 from nodice.gate.runtime import prepare
+from nodice.loader import load_candidate
 from nodice.tasks import available, get_task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "nodice" / "examples"

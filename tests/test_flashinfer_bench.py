@@ -15,8 +15,8 @@ import torch
 from flashinfer_bench.data import Definition, Solution, Trace, TraceSet
 
 from nodice.errors import DefinitionError, EntryPointError
-from nodice.gate.loader import load_kernel
 from nodice.integrations.flashinfer_bench import prepare
+from nodice.loader import load_kernel
 from nodice.tasks import get_task
 from nodice.tasks.definition import ADAPTERS, adapter_for, definition_task_name
 from tests.conftest import EXAMPLES, run_cli
