@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from nodice.evolution.commands import register
+from nodice.cli.run import register
 from nodice.evolution.engine import EvolveSummary
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage

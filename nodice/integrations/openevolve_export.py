@@ -14,14 +14,10 @@ then evolves the kernel.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from nodice.errors import NodiceError
 
@@ -276,48 +272,3 @@ def export_openevolve(opts: OpenEvolveExport) -> list[Path]:
     except OSError as exc:
         raise ExportError(f"cannot write to {opts.out}: {exc.strerror or exc}") from None
     return targets
-
-
-def openevolve(
-    task: Annotated[str, typer.Argument(help="task name (see `nodice tasks`)")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="folder to write the three files into")],
-    device: Annotated[
-        str | None, typer.Option(help="cpu or cuda (default: cuda if available where OpenEvolve runs)")
-    ] = None,
-    api_base: Annotated[str, typer.Option(help="OpenAI-compatible endpoint of the LLM")] = DEFAULT_API_BASE,
-    model: Annotated[str, typer.Option(help="model name at that endpoint")] = DEFAULT_MODEL,
-    iterations: Annotated[int, typer.Option(help="max_iterations in config.yaml")] = 100,
-    workers: Annotated[int, typer.Option(help="evaluations in flight (parallel_evaluations)")] = 1,
-    seed: Annotated[Path | None, typer.Option(help="initial kernel (default: the task's seed)")] = None,
-    entry: Annotated[str, typer.Option(help="name of the kernel function")] = "kernel",
-    force: Annotated[bool, typer.Option("--force", help="overwrite existing files")] = False,
-) -> None:
-    """Write initial_program.py, evaluator.py and config.yaml for `openevolve-run`, nodice as evaluator."""
-    from rich.console import Console
-
-    from nodice.gate.result import EXIT_ERROR
-
-    opts = OpenEvolveExport(task, out, device, api_base, model, iterations, workers, seed, entry, force)
-    try:
-        paths = export_openevolve(opts)
-    except NodiceError as exc:
-        Console(stderr=True).print(exc.line(), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_ERROR) from None
-    for path in paths:
-        print(path)
-    if importlib.util.find_spec("openevolve") is None:
-        print("note: OpenEvolve is not installed here; pip install 'nodice[openevolve]' to run it")
-    d = opts.out
-    print(
-        f"run: openevolve-run {d / 'initial_program.py'} {d / 'evaluator.py'} "
-        f"--config {d / 'config.yaml'} --iterations 10"
-    )
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``export openevolve`` under the ``export`` group (created here unless another exporter did)."""
-    group = next((g.typer_instance for g in app.registered_groups if g.name == "export"), None)
-    if group is None:
-        group = typer.Typer(no_args_is_help=True, help="Export a task for another search framework.")
-        app.add_typer(group, name="export")
-    group.command("openevolve")(openevolve)

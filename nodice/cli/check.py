@@ -1,47 +1,22 @@
-"""The ``nodice`` command line."""
+"""``nodice check``: one candidate through the gate (and the benchmark), one verdict, one exit code."""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from nodice.cli.common import VERDICT_STYLE, err, fail, out
 from nodice.errors import NodiceError
-from nodice.gate.result import EXIT_ERROR, CheckResult
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Batch-invariance gate and evolutionary search for GPU kernels.",
-)
-out = Console()
-err = Console(stderr=True)
-
-EXAMPLES_DIR = Path(__file__).parent / "examples"
-
-_VERDICT_STYLE = {
-    "pass": "bold green",
-    "bi_violation": "bold red",
-    "incorrect": "bold yellow",
-    "cheat": "bold magenta",
-    "error": "bold red",
-}
-
-
-def _fail(message: str) -> None:
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(EXIT_ERROR)
+from nodice.gate.result import CheckResult
 
 
 def render_result(r: CheckResult, console: Console = out) -> None:
-    style = _VERDICT_STYLE.get(r.verdict, "bold")
+    style = VERDICT_STYLE.get(r.verdict, "bold")
     console.print(f"[{style}]{r.verdict.upper()}[/] {r.candidate} (task {r.task}, {r.device}, {r.dtype})")
     for s in r.stages:
         detail = f" — {s.detail}" if s.detail else ""
@@ -77,11 +52,10 @@ def _task_and_entry(
     try:
         name = task_from_options(task, reference, batch_axis, "--task T")
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     return name, entry or (REFERENCE_ENTRY if reference is not None else "kernel")
 
 
-@app.command()
 def check(
     file: Annotated[
         Path,
@@ -146,7 +120,7 @@ def check(
 ) -> None:
     """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
     if static_only and dynamic_only:
-        _fail("--static-only and --dynamic-only exclude each other")
+        fail("--static-only and --dynamic-only exclude each other")
     options = dict(
         device=device,
         seed=seed,
@@ -160,14 +134,14 @@ def check(
     )
     if definition is None:
         if trace is not None:
-            _fail("--trace goes with --definition")
+            fail("--trace goes with --definition")
         task, entry = _task_and_entry(task, reference, batch_axis, entry)
         _run_check(str(file), task, entry, bench=bench, **options)  # type: ignore[arg-type]
         return
     if task is not None or reference is not None or entry is not None:
-        _fail("--definition names the task and the entry point: drop --task, --reference and --entry")
+        fail("--definition names the task and the entry point: drop --task, --reference and --entry")
     if trace is not None and (static_only or not sandbox):
-        _fail("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
+        fail("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
     import tempfile
 
     from nodice.integrations import flashinfer_bench as fib
@@ -176,7 +150,7 @@ def check(
         try:
             prepared = fib.prepare(file, definition, folder)
         except NodiceError as exc:
-            _fail(exc.line())
+            fail(exc.line())
 
         def finish(result: CheckResult, evaluation: Any) -> None:
             fib.relabel(result, prepared, folder, file)
@@ -213,7 +187,7 @@ def _run_check(
 ) -> None:
     """The gate on ``path`` for ``task``; prints the result and exits with its code."""
     if (bench or store is not None) and not (sandbox and not static_only):
-        _fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
+        fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
     kwargs = dict(
         path=path,
         task=task,
@@ -232,7 +206,7 @@ def _run_check(
         try:
             ev = Evaluator(device=device, isolation="isolated", timeout_s=timeout, store=store)
         except ValueError as exc:
-            _fail(f"device unavailable: {exc}")
+            fail(f"device unavailable: {exc}")
         with ev:
             evaluation = ev.evaluate(
                 **{k: v for k, v in kwargs.items() if k not in ("device",)},  # type: ignore[arg-type]
@@ -254,7 +228,7 @@ def _run_check(
         if result.verdict == "error":
             err.print(result.error or "error", markup=False, highlight=False)
     elif result.verdict == "error":
-        _fail(result.error or "error")
+        fail(result.error or "error")
     else:
         render_result(result)
         if evaluation is not None and evaluation.scores:
@@ -264,107 +238,5 @@ def _run_check(
     raise typer.Exit(result.exit_code)
 
 
-@app.command()
-def tasks(
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-) -> None:
-    """List the task catalog with signatures and workloads."""
-    from nodice.tasks import all_tasks
-
-    catalog = [t.describe() for t in all_tasks()]
-    if as_json:
-        print(json.dumps(catalog, indent=2))
-        return
-    for t in catalog:
-        out.print(f"[bold]{t['name']}[/] ({t['family']}; sample: {t['sample']})")
-        out.print(f"  {t['signature']}", markup=False, highlight=False)
-        table = Table(show_header=True, header_style="dim", box=None, padding=(0, 2))
-        table.add_column("workload")
-        table.add_column("model")
-        table.add_column("shape")
-        for w in t["workloads"]:
-            shape = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("name", "model"))
-            table.add_row(w["name"], w["model"], shape)
-        out.print(table)
-    out.print(
-        "Any PyTorch operator of your own: nodice check NEW.py --reference REF.py (KernelBench's Model / "
-        "ModelNew convention, docs/reference.md); a FlashInfer-Bench Solution: nodice check SOLUTION.json "
-        "--definition DEF.json (docs/flashinfer-bench.md)",
-        style="dim",
-        markup=False,
-        highlight=False,
-    )
-
-
-# In nodice/examples/reference/ the candidates are ModelNew classes judged against this reference file.
-REFERENCE_MODEL = "model.py"
-
-
-def _example_task(folder: Path) -> tuple[str, str]:
-    """The task and entry point the examples in ``folder`` are checked for."""
-    if folder.name != "reference":
-        return folder.name, "kernel"
-    from nodice.references import REFERENCE_ENTRY, reference_task_name
-
-    return reference_task_name(folder / REFERENCE_MODEL), REFERENCE_ENTRY
-
-
-@app.command()
-def demo(
-    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,
-    task: Annotated[list[str] | None, typer.Option("--task", "-t", help="only these tasks")] = None,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
-) -> None:
-    """Run the gate on every bundled example (seeds pass, violating variants are caught)."""
-    from nodice.evaluation.sandbox import check_isolated
-
-    folders = sorted(p for p in EXAMPLES_DIR.iterdir() if p.is_dir() and not p.name.startswith("_"))
-    if task:
-        folders = [f for f in folders if f.name in task]
-    table = Table(title="nodice check on the bundled examples")
-    for col in ("task", "candidate", "expected", "verdict", "ms", "reason"):
-        table.add_column(col, overflow="fold")
-    surprises = 0
-    for folder in folders:
-        for f in sorted(folder.glob("*.py")):
-            if f.name.startswith("_") or f.name == REFERENCE_MODEL:
-                continue
-            expected = "pass" if f.stem == "seed" else "reject"
-            task_name, entry = _example_task(folder)
-            r = check_isolated(path=str(f), task=task_name, entry=entry, device=device, seed=seed)
-            ms = sum(s.ms for s in r.stages)
-            ok = (r.verdict == "pass") == (expected == "pass") and r.verdict != "error"
-            surprises += not ok
-            style = _VERDICT_STYLE.get(r.verdict, "")
-            table.add_row(
-                folder.name, f.name, expected, f"[{style}]{r.verdict}[/]", f"{ms:.0f}", (r.reason or "")[:90]
-            )
-            out.print(f"{folder.name}/{f.name}: {r.verdict}", highlight=False)
-    out.print(table)
-    if surprises:
-        _fail(f"{surprises} example(s) did not get the expected verdict")
-
-
-# Commands that live with their own capability register here (module path, function name).
-_COMMAND_MODULES: list[str] = [
-    "nodice.evolution.commands",
-    "nodice.bench.commands",
-    "nodice.audit",
-    "nodice.integrations.openevolve_export",
-]
-
-
-def _register_commands() -> None:
-    import importlib
-
-    for mod in _COMMAND_MODULES:
-        importlib.import_module(mod).register(app)
-
-
-def main() -> None:
-    _register_commands()
-    try:
-        app()
-    except NodiceError as exc:  # pragma: no cover - commands handle their own
-        print(exc.line(), file=sys.stderr)
-        sys.exit(EXIT_ERROR)
+def register(app: typer.Typer) -> None:
+    app.command()(check)

@@ -1,27 +1,15 @@
-"""CLI commands of the evolution capability: ``evolve``, ``report``, ``compare``; ``nodice run …``
-(how an external coding agent works inside a run) is in :mod:`nodice.evolution.run_commands`."""
+"""``nodice evolve``, ``nodice report`` and ``nodice compare``; ``nodice run …`` (how an external coding
+agent works inside a run) is in :mod:`nodice.cli.run`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from nodice.cli.common import fail, out
 from nodice.errors import NodiceError
-from nodice.gate.result import EXIT_ERROR
-
-if TYPE_CHECKING:
-    pass
-
-out = Console()
-err = Console(stderr=True)
-
-
-def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def evolve(
@@ -90,13 +78,13 @@ def evolve(
 
     for folder in knowledge or []:
         if not folder.is_dir():
-            _fail(f"knowledge folder not found: {folder}")
+            fail(f"knowledge folder not found: {folder}")
     from nodice.references import task_from_options
 
     try:
         task = task_from_options(task, reference, batch_axis, "a TASK")
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     opts = EvolveOptions(
         task=task,
         run_dir=run_dir,
@@ -145,7 +133,7 @@ def evolve(
         engine = Engine(run, config, agents[0], console=out, executor=spread, islands=agents)
         summary = engine.execute()
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     out.print(
         f"{summary.evaluations} evaluations, {summary.commits} committed versions; best "
         f"{summary.best_text()}; stopped: {summary.stop_reason or 'done'}",
@@ -162,7 +150,7 @@ def _write_report(run_dir: Path) -> None:
     try:
         path = write_report(run_dir)
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     out.print(f"report: {path}", highlight=False, soft_wrap=True)
 
 
@@ -195,7 +183,7 @@ def compare(
     try:
         c = compare_runs(run_a, run_b, all_versions=all_versions, gate_seed=seed)
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     table = Table(title=f"{c.a.task} on {c.a.device}", box=None, padding=(0, 2))
     table.add_column("")
     table.add_column("A", overflow="fold")
@@ -240,14 +228,11 @@ def compare(
             json_file.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(json_file, c.to_dict())
         except OSError as exc:
-            _fail(f"cannot write {json_file}: {exc}")
+            fail(f"cannot write {json_file}: {exc}")
         out.print(f"json: {json_file}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
-    from nodice.evolution.run_commands import run_app
-
     app.command()(evolve)
     app.command()(report)
     app.command()(compare)
-    app.add_typer(run_app, name="run")

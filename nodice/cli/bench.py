@@ -9,16 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, load_pool
 from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
+from nodice.cli.common import err, fail, out
 from nodice.errors import NodiceError
-from nodice.gate.result import EXIT_ERROR
-
-out = Console()
-err = Console(stderr=True)
 
 PoolOpt = Annotated[
     Path | None,
@@ -34,11 +30,6 @@ RayAddressOpt = Annotated[
     str | None, typer.Option(help="the Ray cluster (default: RAY_ADDRESS, or a local one)")
 ]
 LimitOpt = Annotated[int | None, typer.Option(min=1, help="at most N candidates")]
-
-
-def _fail(message: str) -> None:
-    err.print(message, markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(EXIT_ERROR)
 
 
 def _device(name: str | None, remote: bool = False) -> str:
@@ -93,7 +84,7 @@ def detector(
         dev = _device(device, remote=executor == "ray")
         the_pool = load_pool(pool or default_root(), labels)
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
         return
 
     done_before: list[CandidateRun] = []
@@ -101,7 +92,7 @@ def detector(
         try:
             done_before = load_runs(progress_out)[1]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            _fail(f"cannot resume from {progress_out}: {exc}")
+            fail(f"cannot resume from {progress_out}: {exc}")
         err.print(f"resuming: {len(done_before)} candidate(s) already in {progress_out}", markup=False)
     elif progress_out is not None:
         progress_out.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +109,7 @@ def detector(
         try:
             report = rescore(the_pool, dev, rescore_from, split)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            _fail(f"cannot rescore {rescore_from}: {exc}")
+            fail(f"cannot rescore {rescore_from}: {exc}")
             return
     else:
         try:
@@ -138,10 +129,10 @@ def detector(
                 on_ray=executor == "ray",
             )
         except NodiceError as exc:  # e.g. no Ray cluster at the address
-            _fail(exc.line())
+            fail(exc.line())
             return
     if report.candidates_labeled == 0:
-        _fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")
+        fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")
     render(report, out)
     for path, text in (
         (json_out, json.dumps(report.to_dict(), indent=1) + "\n"),
@@ -196,7 +187,7 @@ def label(
             missing=missing,
         )
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
         return
     path = out_file or root / LABELS_FILE
     counts: dict[str, int] = {}
@@ -281,18 +272,18 @@ def kernels(
         spread = ExecutorConfig(executor, jobs, ray_address).validate()
         dev = _device(device, remote=executor == "ray")
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
         return
     names = list(task or CATALOG)
     unknown = [t for t in names if t not in CATALOG]
     if unknown:
-        _fail(f"unknown task(s): {', '.join(unknown)} (known: {', '.join(CATALOG)})")
+        fail(f"unknown task(s): {', '.join(unknown)} (known: {', '.join(CATALOG)})")
     if resume and json_out is None:
-        _fail("--resume needs --json FILE (the report to continue)")
+        fail("--resume needs --json FILE (the report to continue)")
     try:
         chosen = _chosen_workloads(workload or [], names, dev)
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
         return
     progress = Progress(
         TextColumn("{task.description}"),
@@ -335,7 +326,7 @@ def kernels(
                 executor=spread if executor == "ray" else None,
             )
         except NodiceError as exc:
-            _fail(exc.line())
+            fail(exc.line())
             return
     if markdown_out is not None:
         markdown_out.parent.mkdir(parents=True, exist_ok=True)

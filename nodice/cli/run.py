@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from nodice.cli.common import fail
 from nodice.errors import NodiceError
-from nodice.evolution.commands import _fail
 from nodice.gate.result import EXIT_PASS, EXIT_REJECTED
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def _find_run(run_dir: Path | None) -> Path:
     for folder in (here, *here.parents):
         if (folder / "run.json").is_file():
             return folder
-    _fail("not inside a run: pass --run-dir or set NODICE_RUN_DIR")
+    fail("not inside a run: pass --run-dir or set NODICE_RUN_DIR")
 
 
 def _open_session(run_dir: Path | None) -> RunSession:
@@ -52,14 +52,14 @@ def _open_session(run_dir: Path | None) -> RunSession:
     island = os.environ.get("NODICE_ISLAND", "")
     run = RunDir(_find_run(run_dir), island=int(island) if island.isdigit() else None)
     if not run.exists():
-        _fail(f"{run.root} is not a nodice run")
+        fail(f"{run.root} is not a nodice run")
     kind = os.environ.get("NODICE_EXECUTOR", "local")
     address = os.environ.get("NODICE_RAY_ADDRESS") if kind == "ray" else None
     try:
         executor = ExecutorConfig(kind, 1, address).validate()
         return RunSession(run, run.load_config(), executor=executor)
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
 
 
 def _agent_name() -> str:
@@ -79,7 +79,7 @@ def run_eval(
             agent=_agent_name(), label="nodice run eval", description=message, bench=not gate
         )
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     finally:
         session.close()
     print(f"attempt #{attempt.id}\n{attempt.feedback}")
@@ -96,7 +96,7 @@ def run_commit(
     try:
         result = session.commit(agent=_agent_name(), description=message)
     except NodiceError as exc:
-        _fail(exc.line())
+        fail(exc.line())
     finally:
         session.close()
     print(result.message)
@@ -191,7 +191,7 @@ def run_show(
     finally:
         session.close()
     if text.startswith("error:"):
-        _fail(text.removeprefix("error: "))
+        fail(text.removeprefix("error: "))
     print(text)
 
 
@@ -207,3 +207,7 @@ def run_search(
     folders = [Path(d) for d in session.config.knowledge_dirs]
     session.close()
     print(KnowledgeBase(folders).render_search(" ".join(query), k=3))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(run_app, name="run")
