@@ -10,7 +10,8 @@ import pytest
 
 from nodice.evaluation.executor import ExecutorConfig, ExecutorError, LocalExecutor
 from nodice.evaluation.limits import Limits
-from nodice.evaluation.ray_executor import bundle_job, unpack_job
+from nodice.evaluation.ray_executor import bundle_request, unpack_request
+from nodice.evaluation.request import EvaluationRequest
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from tests.conftest import run_cli
@@ -82,15 +83,16 @@ def test_a_job_travels_with_its_folder_and_contracts(tmp_path: Path) -> None:
     (folder / "__pycache__" / "junk.pyc").write_bytes(b"\0")
     contract = tmp_path / "my_contract.py"
     contract.write_text("# contract\n")
-    bundle = bundle_job({"path": str(folder / "kernel.py"), "contracts": [str(contract)]})
+    request = EvaluationRequest.create(folder / "kernel.py", "rmsnorm", seed=1, contracts=[contract])
+    bundle = bundle_request(request)
     assert sorted(bundle["folder"]) == ["helper.py", "kernel.py", "sub/table.json"]
 
     node = tmp_path / "node"
-    job, original = unpack_job(bundle, node)
+    job, original = unpack_request(bundle, node)
     assert original == str(folder)
-    assert Path(job["path"]) == node / "candidate" / "kernel.py"
+    assert Path(job.path) == node / "candidate" / "kernel.py"
     assert (node / "candidate" / "sub" / "table.json").read_text() == "[1]"
-    assert [Path(c).read_text() for c in job["contracts"]] == ["# contract\n"]
+    assert [Path(c).read_text() for c in job.contracts] == ["# contract\n"]
 
 
 def test_evaluate_many_runs_side_by_side_into_one_store(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodice.bench.detector.workers import JobOutcome, run_jobs
 from nodice.errors import NodiceError
-from nodice.evaluation.ray_executor import bundle_job, unpack_job
+from nodice.evaluation.ray_executor import bundle_files, unpack_files
 from nodice.evaluation.ray_slots import RaySlots, import_ray
 
 if TYPE_CHECKING:
@@ -53,7 +53,10 @@ class NodeJobs:
     def run(self, key: str, bundle: dict[str, Any]) -> dict[str, Any]:
         scratch = Path(tempfile.mkdtemp(prefix="nodice-ray-"))
         try:
-            job, _ = unpack_job(bundle, scratch)
+            job = dict(bundle["job"])
+            job["path"], contracts, _ = unpack_files(bundle, scratch, job["path"])
+            if contracts is not None:
+                job["contracts"] = contracts
             return asdict(run_jobs(self.target, [(key, job)], 1, self.timeout_s)[0])
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -75,7 +78,8 @@ def run_jobs_ray(
     def one(item: tuple[str, dict[str, Any]]) -> JobOutcome:
         key, kwargs = item
         t0 = time.perf_counter()
-        reply, lost = slots.call("run", key, bundle_job(kwargs))
+        bundle = {"job": kwargs, **bundle_files(kwargs["path"], kwargs.get("contracts") or [])}
+        reply, lost = slots.call("run", key, bundle)
         if reply is None:
             why = f"worker failed twice on the Ray cluster: {lost[-1]}"
             outcome = JobOutcome(key, None, why, round(time.perf_counter() - t0, 2))

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from nodice.cli.common import VERDICT_STYLE, err, fail, out
 from nodice.errors import NodiceError
+from nodice.evaluation.request import EvaluationRequest
 from nodice.gate.result import CheckResult
+
+if TYPE_CHECKING:
+    from nodice.evaluation.record import Evaluation
 
 
 def render_result(r: CheckResult, console: Console = out) -> None:
@@ -121,26 +126,32 @@ def check(
     """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
     if static_only and dynamic_only:
         fail("--static-only and --dynamic-only exclude each other")
-    options = dict(
-        device=device,
-        seed=seed,
-        timeout=timeout,
-        sandbox=sandbox,
-        static_only=static_only,
-        dynamic_only=dynamic_only,
-        contracts=[str(c) for c in contract or []],
-        store=store,
-        as_json=as_json,
-    )
+    # --static-only runs none of the candidate's code: no process is needed between it and this one.
+    isolation = "isolated" if sandbox and not static_only else "inline"
+    where = _Where(device, isolation, timeout, store, as_json)
+
+    def request(path: str | Path, task: str, entry: str, bench: bool) -> EvaluationRequest:
+        return EvaluationRequest.create(
+            path,
+            task,
+            seed=seed,
+            contracts=contract,
+            entry=entry,
+            bench=bench,
+            static=not dynamic_only,
+            correctness=not (dynamic_only or static_only),
+            dynamic=not static_only,
+        )
+
     if definition is None:
         if trace is not None:
             fail("--trace goes with --definition")
         task, entry = _task_and_entry(task, reference, batch_axis, entry)
-        _run_check(str(file), task, entry, bench=bench, **options)  # type: ignore[arg-type]
+        _run_check(request(file, task, entry, bench), str(file), where)
         return
     if task is not None or reference is not None or entry is not None:
         fail("--definition names the task and the entry point: drop --task, --reference and --entry")
-    if trace is not None and (static_only or not sandbox):
+    if trace is not None and isolation == "inline":
         fail("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
     import tempfile
 
@@ -152,76 +163,52 @@ def check(
         except NodiceError as exc:
             fail(exc.line())
 
-        def finish(result: CheckResult, evaluation: Any) -> None:
+        def finish(result: CheckResult, evaluation: Evaluation) -> None:
             fib.relabel(result, prepared, folder, file)
             if trace is not None and evaluation is not None:
                 n = fib.write_traces(evaluation, prepared, trace)
                 err.print(f"{n} FlashInfer-Bench trace(s) written to {trace}", markup=False, highlight=False)
 
-        _run_check(
-            str(prepared.candidate),
-            prepared.task,
-            prepared.entry,
-            bench=bench or trace is not None,
-            finish=finish,
-            **options,  # type: ignore[arg-type]
-        )
+        bench = bench or trace is not None
+        candidate = str(prepared.candidate)
+        _run_check(request(candidate, prepared.task, prepared.entry, bench), candidate, where, finish)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where the request runs and how its verdict is shown."""
+
+    device: str | None
+    isolation: str
+    timeout: float | None
+    store: Path | None
+    as_json: bool
 
 
 def _run_check(
-    path: str,
-    task: str,
-    entry: str,
-    *,
-    device: str | None,
-    seed: int | None,
-    timeout: float | None,
-    sandbox: bool,
-    static_only: bool,
-    dynamic_only: bool,
-    contracts: list[str],
-    bench: bool,
-    store: Path | None,
-    as_json: bool,
-    finish: Callable[[CheckResult, Any], None] | None = None,
+    request: EvaluationRequest,
+    candidate: str,
+    where: _Where,
+    finish: Callable[[CheckResult, Evaluation], None] | None = None,
 ) -> None:
-    """The gate on ``path`` for ``task``; prints the result and exits with its code."""
-    if (bench or store is not None) and not (sandbox and not static_only):
-        fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
-    kwargs = dict(
-        path=path,
-        task=task,
-        device=device,
-        entry=entry,
-        seed=seed,
-        static=not dynamic_only,
-        correctness=not (dynamic_only or static_only),
-        dynamic=not static_only,
-        contracts=contracts,
-    )
-    evaluation = None
-    if sandbox and not static_only:  # static analysis never runs the candidate's code
-        from nodice.evaluation import Evaluator
+    """The one route of ``nodice check``: the request through an Evaluator; prints, exits with the code."""
+    from nodice.evaluation import Evaluator
 
-        try:
-            ev = Evaluator(device=device, isolation="isolated", timeout_s=timeout, store=store)
-        except ValueError as exc:
-            fail(f"device unavailable: {exc}")
-        with ev:
-            evaluation = ev.evaluate(
-                **{k: v for k, v in kwargs.items() if k not in ("device",)},  # type: ignore[arg-type]
-                bench=bench,
-            )
-        result = evaluation.check
-    else:
-        from nodice.gate.pipeline import check as run_check
-
-        result = run_check(**kwargs)  # type: ignore[arg-type]
+    try:
+        ev = Evaluator(
+            device=where.device, isolation=where.isolation, timeout_s=where.timeout, store=where.store
+        )
+    except ValueError as exc:
+        fail(f"device unavailable: {exc}")
+    with ev:
+        evaluation = ev.run(request, candidate=candidate)
+    result = evaluation.check
+    bench, as_json = request.bench, where.as_json
     if finish is not None:
         finish(result, evaluation)
     if as_json:
         payload = result.to_dict()
-        if evaluation is not None and bench:
+        if bench:
             payload["scores"] = [s.to_dict() for s in evaluation.scores]
             payload["geomean"] = evaluation.geomean
         print(json.dumps(payload, indent=2))
@@ -231,7 +218,7 @@ def _run_check(
         fail(result.error or "error")
     else:
         render_result(result)
-        if evaluation is not None and evaluation.scores:
+        if evaluation.scores:
             from nodice.evaluation.render import render_scores
 
             render_scores(evaluation, out)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +29,15 @@ from typing import Any
 from nodice.evaluation.executor import Executor, ExecutorConfig, LocalExecutor
 from nodice.evaluation.limits import Limits
 from nodice.evaluation.record import Evaluation
+from nodice.evaluation.request import BenchOptions, EvaluationRequest
 from nodice.evaluation.workers import JobOutcome
 from nodice.gate.result import CheckResult
 from nodice.measuring.score import WorkloadScore
 
-ISOLATIONS = ("isolated", "persistent")
+# isolated: a fresh worker process per candidate; persistent: one reused while healthy; inline: this
+# process (no time or memory limit, nothing between the candidate and the caller: for debugging a
+# kernel, and for static analysis, which runs none of its code).
+ISOLATIONS = ("isolated", "persistent", "inline")
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+) in (\S+)')
@@ -77,7 +80,8 @@ class Evaluator:
     """Runs the gate, the anti-cheat guards and the benchmark on candidates in a sandbox.
 
     ``isolation="isolated"`` starts a fresh worker per candidate (safest);
-    ``"persistent"`` reuses one while it stays healthy (fast). ``timeout_s``
+    ``"persistent"`` reuses one while it stays healthy (fast); ``"inline"`` runs the
+    same request in this process (``nodice check --no-sandbox``, ``--static-only``). ``timeout_s``
     ``None`` gives every step of an evaluation the task's budget
     (:mod:`nodice.evaluation.budgets`), so a hang is reported within one step's
     budget; a number replaces the budgets with one limit on the whole
@@ -125,50 +129,54 @@ class Evaluator:
         dynamic: bool = True,
         contracts: list[str] | None = None,
         guards: bool = True,
-        bench_options: dict[str, Any] | None = None,
+        bench_options: BenchOptions | dict[str, Any] | None = None,
     ) -> Evaluation:
         """Judge (and, when it passes and ``bench``, score) one candidate file for ``task``.
 
-        ``guards=False`` skips the anti-cheat rules (and with them the benchmark, which runs the
-        guarded kernel): for auditing existing kernels, which may wrap a library, for batch
-        invariance alone. ``bench_options``: ``{"workloads": [names], "audit_baselines": bool,
-        "audits": {baseline: {"verdict", "detail", "s"}} (verdicts already measured), "ceilings": {...},
-        "host_lines": bool (record the candidate's host lines each workload runs, ``lines_run``)}``.
+        A convenience over :meth:`run`: the arguments are the fields of an
+        :class:`~nodice.evaluation.request.EvaluationRequest` (``bench_options`` those of
+        :class:`~nodice.evaluation.request.BenchOptions`, as the dataclass or a dict).
         """
+        request = EvaluationRequest.create(
+            path,
+            task,
+            seed=seed,
+            contracts=contracts,
+            bench_options=bench_options,
+            entry=entry,
+            bench=bench,
+            static=static,
+            correctness=correctness,
+            dynamic=dynamic,
+            guards=guards,
+        )
+        return self.run(request, run_id=run_id, candidate=str(path))
+
+    def run(
+        self, request: EvaluationRequest, *, run_id: str | None = None, candidate: str = ""
+    ) -> Evaluation:
+        """Run one request on a free worker; ``candidate``: the path as the caller wrote it (recorded)."""
         t0 = time.perf_counter()
-        p = Path(path).expanduser().absolute()
+        candidate = candidate or request.path
+        p = Path(request.path)
         source, sha = _read(p)
-        seed = secrets.randbits(31) if seed is None else seed
-        job: dict[str, Any] = {
-            "path": str(p),
-            "task": task,
-            "entry": entry,
-            "seed": seed,
-            "bench": bench,
-            "static": static,
-            "correctness": correctness,
-            "dynamic": dynamic,
-            "contracts": [str(c) for c in contracts or []],
-            "guards": guards,
-            "bench_options": dict(bench_options or {}),
-        }
         if not p.is_file():
             # Nothing to run: spare the worker (and the start-up of an isolated one).
             outcome = JobOutcome(None, f"cannot load candidate: no such file: {p}")
         else:
-            outcome = self.executor.run(job)
-        check, scores, timings = self._unpack(outcome, str(path), task)
+            outcome = self.executor.run(request)
+        check, scores, timings = self._unpack(outcome, candidate, request.task)
         bench_meta = dict((outcome.payload or {}).get("bench") or {})
         timings.update(outcome.timings)
         evaluation = Evaluation(
             check=check,
             scores=scores,
             ms=round((time.perf_counter() - t0) * 1e3, 3),
-            task=task,
-            candidate=str(path),
+            task=request.task,
+            candidate=candidate,
             sha256=sha,
             source=source,
-            seed=seed,
+            seed=request.seed,
             run_id=run_id,
             device=check.device or outcome.device or (self.device or ""),
             isolation=self.isolation,

@@ -16,11 +16,14 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodice.errors import NodiceError
 from nodice.evaluation.limits import Limits
 from nodice.evaluation.workers import JobOutcome, Worker, make_worker
+
+if TYPE_CHECKING:
+    from nodice.evaluation.request import EvaluationRequest
 
 EXECUTORS = ("local", "ray")
 
@@ -68,7 +71,7 @@ class Executor(ABC):
     kind: str = ""
 
     @abstractmethod
-    def run(self, job: dict[str, Any]) -> JobOutcome:
+    def run(self, job: EvaluationRequest) -> JobOutcome:
         """Run one job on a free worker (blocks until one is free); thread-safe."""
 
     @abstractmethod
@@ -99,7 +102,7 @@ class LocalExecutor(Executor):
     def device(self) -> str:
         return next((w.device for w in self._all if w.device), "")
 
-    def run(self, job: dict[str, Any]) -> JobOutcome:
+    def run(self, job: EvaluationRequest) -> JobOutcome:
         worker = self._free.get()
         try:
             outcome = worker.run(job)

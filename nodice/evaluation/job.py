@@ -1,13 +1,13 @@
 """One evaluation inside a worker: static guards → the gate with runtime guards → the benchmark.
 
-Returns a plain dict (it crosses a pipe): the gate's result, the score vector,
-where the time went, and whether this process is still fit to run another
-candidate.
+Runs one :class:`~nodice.evaluation.request.EvaluationRequest` (in a sandboxed worker process, or
+in the caller's under ``isolation="inline"``) and returns a plain dict (it crosses a pipe): the
+gate's result, the score vector, where the time went, and whether this process is still fit to run
+another candidate.
 """
 
 from __future__ import annotations
 
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -28,6 +28,7 @@ from nodice.tasks import get_task
 from nodice.tasks.base import Task, Workload
 
 if TYPE_CHECKING:
+    from nodice.evaluation.request import BenchOptions, EvaluationRequest
     from nodice.measuring.throughput import BenchSession
 
 # Rules whose violation may leave the process altered (patched modules, running threads or streams).
@@ -38,8 +39,13 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1e3, 3)
 
 
-def _error(job: dict[str, Any], device: torch.device, line: str) -> CheckResult:
-    return CheckResult("error", job["task"], job["path"], device.type, "", error=line, reason=line)
+def _error(job: EvaluationRequest, device: str, line: str) -> CheckResult:
+    return CheckResult("error", job.task, job.path, device, "", error=line, reason=line)
+
+
+def error_payload(job: EvaluationRequest, device: str, line: str) -> dict[str, Any]:
+    """The answer to a request that could not start (no such task, file or device)."""
+    return {"check": _error(job, device, line).to_dict(), "scores": [], "timings": {}}
 
 
 def _forget_candidate_modules(before: set[str], folder: Path) -> None:
@@ -54,25 +60,25 @@ def _forget_candidate_modules(before: set[str], folder: Path) -> None:
 
 
 def _bench_setup(
-    task: Task, device: torch.device, dtype: torch.dtype, seed: int, options: dict[str, Any]
+    task: Task, device: torch.device, dtype: torch.dtype, seed: int, options: BenchOptions
 ) -> tuple[BenchSession, list[Workload] | None]:
     """The process's benchmark session (baselines audited for BI when asked) and the chosen workloads."""
     from nodice.measuring.ceilings import adopt_ceilings
     from nodice.measuring.throughput import BenchSession, session_for
 
-    if options.get("ceilings"):
-        adopt_ceilings(device, options["ceilings"])
+    if options.ceilings:
+        adopt_ceilings(device, dict(options.ceilings))
     session = session_for(task, device, dtype)
-    if options.get("audit_baselines") and not session.audit_baselines:
+    if options.audit_baselines and not session.audit_baselines:
         session = BenchSession(
             task,
             device,
             dtype,
             audit_baselines=True,
             seed=seed,
-            given_audits=dict(options.get("audits") or {}),
+            given_audits={name: dict(audit) for name, audit in options.audits.items()},
         )
-    names = options.get("workloads")
+    names = options.workloads
     if not names:
         return session, None
     known = {w.name: w for w in task.bench_workloads(device)}
@@ -82,69 +88,59 @@ def _bench_setup(
     return session, [known[n] for n in names]
 
 
-def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
+def run_job(job: EvaluationRequest, device: torch.device) -> dict[str, Any]:
     from nodice.measuring.throughput import benchmark
 
     timings: dict[str, float] = {}
-    seed = job.get("seed")
-    seed = secrets.randbits(31) if seed is None else int(seed)
-    path = Path(job["path"])
+    seed = job.seed
+    path = Path(job.path)
     try:
-        if is_reference_task(job["task"]):
+        if is_reference_task(job.task):
             progress.stage("reference")  # the reference file's import, get_inputs() and one Model call
-        task = get_task(job["task"])
+        task = get_task(job.task)
         source = read_source(path)
     except NodiceError as exc:
-        return {"check": _error(job, device, exc.line()).to_dict(), "scores": [], "timings": timings}
+        return error_payload(job, device.type, exc.line())
 
-    guards = bool(job.get("guards", True))
+    guards = job.guards
     progress.stage("static")
     t0 = time.perf_counter()
     cheat = static_violation(source, str(path), task) if guards else None
     timings["static_guards"] = _ms(t0)
     if cheat is not None:
-        result = _error(job, device, "")
-        result.verdict, result.error, result.cheat_rule, result.reason = (
-            "cheat",
-            None,
-            cheat.rule,
-            cheat.line(),
-        )
+        result = _error(job, device.type, "")
+        result.reject_as_cheat(cheat)
         result.dtype = str(task.dtype_for(device)).removeprefix("torch.")
         result.stages.append(StageResult("guards", "reject", timings["static_guards"], cheat.line()))
         result.notes.append(f"seed={seed}")
         return {"check": result.to_dict(), "scores": [], "timings": timings}
 
     dtype = task.dtype_for(device)
-    bench = bool(job.get("bench", True))
+    bench = job.bench
     if bench:
         # Baselines are imported (and audited) before the candidate: a library that patches torch at
         # import must be part of the harness the candidate is compared against, not blamed on it.
         progress.stage("baselines")
         t0 = time.perf_counter()
         try:
-            session, workloads = _bench_setup(task, device, dtype, seed, job.get("bench_options") or {})
+            session, workloads = _bench_setup(task, device, dtype, seed, job.bench_options)
             session.load()
             timings["baselines"] = _ms(t0)
         except NodiceError as exc:
-            return {
-                "check": _error(job, device, f"benchmark: {exc.line()}").to_dict(),
-                "scores": [],
-                "timings": timings,
-            }
+            return {**error_payload(job, device.type, f"benchmark: {exc.line()}"), "timings": timings}
     modules_before = set(sys.modules)
     guardian = Guardian(task, device, dtype, seed)
     result = check(
         path,
-        task.name,
+        task,
         device=device.type,
-        entry=job.get("entry", "kernel"),
-        static=bool(job.get("static", True)),
-        correctness=bool(job.get("correctness", True)),
-        dynamic=bool(job.get("dynamic", True)),
+        entry=job.entry,
+        static=job.static,
+        correctness=job.correctness,
+        dynamic=job.dynamic,
         seed=seed,
         guard=guardian if guards else None,
-        contracts=list(job.get("contracts") or []),
+        contracts=list(job.contracts),
     )
     for s in result.stages:
         timings[s.name] = s.ms
@@ -167,7 +163,7 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
                     seed,
                     workloads,
                     session,
-                    host_lines_of=path if (job.get("bench_options") or {}).get("host_lines") else None,
+                    host_lines_of=path if job.bench_options.host_lines else None,
                 )
             ]
             bench_meta = session.describe()
@@ -181,10 +177,9 @@ def run_job(job: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
     if guardian.violation is not None and result.verdict != "cheat":
         # Raised inside a kernel call, the violation reached the gate as a crash report.
-        v = guardian.violation
-        result.verdict, result.cheat_rule, result.reason, result.error = "cheat", v.rule, v.line(), None
+        result.reject_as_cheat(guardian.violation)
         scores = []
-        result.stages.append(StageResult("guards", "reject", 0.0, v.line()))
+        result.stages.append(StageResult("guards", "reject", 0.0, guardian.violation.line()))
     # Exceptions raised by the candidate need no restart by themselves: the worker's health check
     # after the job (CUDA context, harness, threads) decides whether this process may go on.
     tainted = guardian.violation is not None and guardian.violation.rule in _TAINTING_RULES

@@ -21,12 +21,14 @@ import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from nodice.evaluation.executor import Executor
 from nodice.evaluation.limits import Limits
 from nodice.evaluation.ray_slots import RaySlots
+from nodice.evaluation.request import EvaluationRequest
 from nodice.evaluation.workers import JobOutcome, Worker, make_worker
 
 # What a candidate's folder may weigh to travel with its job; beyond it the job keeps its paths
@@ -53,36 +55,45 @@ def pack_folder(folder: Path) -> dict[str, bytes] | None:
     return files
 
 
-def bundle_job(job: dict[str, Any]) -> dict[str, Any]:
-    """What travels to the node: the job, its candidate's folder and its contract files."""
-    path = Path(job["path"])
-    folder = pack_folder(path.parent) if path.is_file() else None
-    contracts = {}
-    for c in job.get("contracts") or []:
+def bundle_files(path: str, contracts: Iterable[str]) -> dict[str, Any]:
+    """What travels to a node beside a job: its candidate's folder and its contract files."""
+    candidate = Path(path)
+    folder = pack_folder(candidate.parent) if candidate.is_file() else None
+    files = {}
+    for c in contracts:
         with contextlib.suppress(OSError):  # the worker reports a missing contract
-            contracts[c] = Path(c).read_bytes()
-    return {"job": job, "folder": folder, "contracts": contracts}
+            files[c] = Path(c).read_bytes()
+    return {"folder": folder, "contracts": files}
 
 
-def unpack_job(bundle: dict[str, Any], scratch: Path) -> tuple[dict[str, Any], str]:
-    """The job with its paths moved under ``scratch``, and the original folder (for the log)."""
-    job = dict(bundle["job"])
-    original = str(Path(job["path"]).parent)
+def unpack_files(bundle: dict[str, Any], scratch: Path, path: str) -> tuple[str, list[str] | None, str]:
+    """The bundle's files written under ``scratch``: the candidate's new path, the contracts' new
+    paths (None when none travelled) and the original folder (for the log)."""
+    original = str(Path(path).parent)
     if bundle.get("folder") is not None:
         for rel, data in bundle["folder"].items():
             target = scratch / "candidate" / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        job["path"] = str(scratch / "candidate" / Path(job["path"]).name)
+        path = str(scratch / "candidate" / Path(path).name)
     moved = []
     for i, (name, data) in enumerate((bundle.get("contracts") or {}).items()):
         target = scratch / "contracts" / f"{i}_{Path(name).name}"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         moved.append(str(target))
-    if moved:
-        job["contracts"] = moved
-    return job, original
+    return path, moved or None, original
+
+
+def bundle_request(request: EvaluationRequest) -> dict[str, Any]:
+    return {"request": request, **bundle_files(request.path, request.contracts)}
+
+
+def unpack_request(bundle: dict[str, Any], scratch: Path) -> tuple[EvaluationRequest, str]:
+    """The request with its files moved under ``scratch``, and the original folder (for the log)."""
+    request: EvaluationRequest = bundle["request"]
+    path, contracts, original = unpack_files(bundle, scratch, request.path)
+    return request.moved(path, request.contracts if contracts is None else contracts), original
 
 
 class NodeWorker:
@@ -97,8 +108,8 @@ class NodeWorker:
     def run(self, bundle: dict[str, Any]) -> dict[str, Any]:
         scratch = Path(tempfile.mkdtemp(prefix="nodice-ray-"))
         try:
-            job, original = unpack_job(bundle, scratch)
-            outcome = self.worker.run(job)
+            request, original = unpack_request(bundle, scratch)
+            outcome = self.worker.run(request)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         # The candidate's frames in a hung worker's stacks name its files where the driver has them.
@@ -137,8 +148,8 @@ class RayExecutor(Executor):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "requested": self.slots.requested, "lost": self.slots.lost}
 
-    def run(self, job: dict[str, Any]) -> JobOutcome:
-        reply, lost = self.slots.call("run", bundle_job(job))
+    def run(self, job: EvaluationRequest) -> JobOutcome:
+        reply, lost = self.slots.call("run", bundle_request(job))
         if reply is None:
             return JobOutcome(None, f"worker failed twice on the Ray cluster: {lost[-1]}")
         outcome = JobOutcome(

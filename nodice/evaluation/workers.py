@@ -1,4 +1,4 @@
-"""Worker processes behind one interface: isolated (a fresh process per candidate) or persistent.
+"""Workers behind one interface: isolated (a fresh process per candidate), persistent, or inline.
 
 Both spawn a new interpreter (never a fork of the caller) with a clean
 environment, talk to it over a private pipe (jobs, results, and the progress
@@ -25,13 +25,16 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for_any
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodice.errors import NodiceError
 from nodice.evaluation.budgets import Budgets
 from nodice.evaluation.clock import JobClock, StartupClock, compiler_running
 from nodice.evaluation.limits import Limits, clean_environment, resident_mb
 from nodice.evaluation.output import OutputCapture
+
+if TYPE_CHECKING:
+    from nodice.evaluation.request import EvaluationRequest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # Importing torch and triton can be slow on a busy machine; this is not the candidate's time.
@@ -171,9 +174,9 @@ class WorkerProcess:
             return f"worker killed by {name}{hint}"
         return f"worker exited with status {code} before reporting"
 
-    def run(self, job: dict[str, Any]) -> JobOutcome:
+    def run(self, job: EvaluationRequest) -> JobOutcome:
         self.output.start_job()
-        budgets = Budgets.for_task(str(job.get("task", "")), self.device)
+        budgets = Budgets.for_task(job.task, self.device)
         clock = JobClock(budgets, self.limits.timeout_s, time.monotonic())
         try:
             self.conn.send(("job", job))
@@ -231,7 +234,7 @@ class Worker(ABC):
         return proc, {"worker_start": proc.start_ms, "import": proc.import_ms}
 
     @abstractmethod
-    def run(self, job: dict[str, Any]) -> JobOutcome: ...
+    def run(self, job: EvaluationRequest) -> JobOutcome: ...
 
     @abstractmethod
     def close(self) -> None: ...
@@ -240,7 +243,7 @@ class Worker(ABC):
 class IsolatedWorker(Worker):
     """A fresh process for every candidate: nothing one candidate does can reach the next."""
 
-    def run(self, job: dict[str, Any]) -> JobOutcome:
+    def run(self, job: EvaluationRequest) -> JobOutcome:
         try:
             proc, timings = self._spawn()
         except WorkerStartError as exc:
@@ -278,7 +281,7 @@ class PersistentWorker(Worker):
         self.proc: WorkerProcess | None = None
         self.spare: WorkerProcess | None = None
 
-    def run(self, job: dict[str, Any]) -> JobOutcome:
+    def run(self, job: EvaluationRequest) -> JobOutcome:
         timings: dict[str, float] = {"worker_start": 0.0, "import": 0.0}
         if self.proc is not None and (not self.proc.alive() or self.proc.jobs >= self.max_jobs):
             self._retire()
@@ -322,6 +325,30 @@ class PersistentWorker(Worker):
             self.spare = None
 
 
+class InlineWorker(Worker):
+    """This process: the same request and the same guards, with no process around the candidate.
+
+    No time or memory limit applies and a crash or hang is the caller's; what it is for is a
+    kernel engineer's debugger or profiler (``nodice check --no-sandbox``) and static analysis,
+    which runs none of the candidate's code.
+    """
+
+    def run(self, job: EvaluationRequest) -> JobOutcome:
+        from nodice.evaluation.job import error_payload, run_job
+        from nodice.gate.runtime import prepare, resolve_device
+
+        try:
+            device = resolve_device(self.requested_device)
+        except NodiceError as exc:
+            return JobOutcome(error_payload(job, self.requested_device or "", exc.line()))
+        prepare(device)
+        self.device = device.type
+        return JobOutcome(run_job(job, device), device=device.type)
+
+    def close(self) -> None:
+        pass
+
+
 def make_worker(
     isolation: str, device: str | None, limits: Limits, env: dict[str, str] | None = None
 ) -> Worker:
@@ -329,4 +356,6 @@ def make_worker(
         return IsolatedWorker(device, limits, env)
     if isolation == "persistent":
         return PersistentWorker(device, limits, env=env)
-    raise ValueError(f"isolation must be 'isolated' or 'persistent', not {isolation!r}")
+    if isolation == "inline":
+        return InlineWorker(device, limits, env)
+    raise ValueError(f"isolation must be 'isolated', 'persistent' or 'inline', not {isolation!r}")

@@ -93,7 +93,7 @@ def _settle(watch: BranchWatch, result: CheckResult) -> None:
 
 def check(
     path: str | Path,
-    task: str,
+    task: Task | str,
     *,
     device: str | None = None,
     entry: str = "kernel",
@@ -104,12 +104,16 @@ def check(
     guard: Callable[[Candidate], Candidate] | None = None,
     contracts: list[str] | None = None,
 ) -> CheckResult:
-    """Judge one candidate file for ``task``. Never raises for a bad candidate: returns verdict ``error``."""
+    """Judge one candidate file for ``task``. Never raises for a bad candidate: returns verdict ``error``.
+
+    The evaluation service hands over the task it resolved; a catalog name is resolved here (the
+    Python API, ``nodice.check(path, "rmsnorm")``).
+    """
     candidate = str(path)
-    result = CheckResult("pass", task, candidate, device or "", "")
+    result = CheckResult("pass", task if isinstance(task, str) else task.name, candidate, device or "", "")
     watch: BranchWatch | None = None
     try:
-        t = get_task(task)
+        t = get_task(task) if isinstance(task, str) else task
         dev = resolve_device(device)
         dtype = t.dtype_for(dev)
         result.device, result.dtype = dev.type, str(dtype).removeprefix("torch.")
@@ -233,9 +237,7 @@ def check(
             if watch is not None:
                 _settle(watch, result)
     except CheatDetected as exc:
-        result.verdict = "cheat"
-        result.cheat_rule = exc.rule
-        result.reason = exc.line()
+        result.reject_as_cheat(exc)
     except NodiceError as exc:
         result.verdict = "error"
         result.error = exc.line()

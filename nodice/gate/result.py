@@ -104,6 +104,10 @@ class CheckResult:
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)
 
+    def reject_as_cheat(self, cheat: CheatDetected) -> None:
+        """The one way a guard's finding becomes the verdict: ``cheat``, its rule, its line as the reason."""
+        self.verdict, self.cheat_rule, self.reason, self.error = "cheat", cheat.rule, cheat.line(), None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["stages"] = {s.name: {k: v for k, v in asdict(s).items() if k != "name"} for s in self.stages}

@@ -23,7 +23,7 @@ tile table keyed on M fixes that, and it is safe here because of *which* sizes i
   flag says when that sum is ready), so the element's sum is still the one-program sum.
 
 The rules below were read off a sweep of every tile over every workload on the H200
-(``lab/candidates/sweep_gemm.py``, results in ``lab/results/gemm_tiles_h200/``); the
+(``lab/candidates/sweep_gemm.py``, results in ``lab/results/gemm_h200_2026-12-02/``); the
 hand-written version is ``lab/candidates/gemm_tiles.py``.
 
 The static stage reads the table as what it is (tiles of non-reduction axes); the dynamic stage
