@@ -25,7 +25,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from nodice.bench.baselines import baselines_for
+from nodice.measuring.baselines import baselines_for
 
 # Why each violating library op differs with the batch (from its documented dispatch or source).
 MECHANISMS = {

@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodice.bench.provenance import environment
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
+from nodice.measuring.provenance import environment
 
 
 def _command(args: argparse.Namespace, run_dir: Path, workers: int) -> list[str]:

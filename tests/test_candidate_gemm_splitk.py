@@ -1,4 +1,4 @@
-"""bench/gpu/candidates/gemm_splitk.py under Triton's interpreter: both schedules against the fp32
+"""lab/candidates/gemm_splitk.py under Triton's interpreter: both schedules against the fp32
 product, a row of the partials schedule bitwise inside the one-pass schedule, the split from the
 layer alone, and unsplit layers bitwise the bundled kernel (CPU)."""
 
@@ -15,7 +15,7 @@ from nodice.gate.runtime import prepare
 from tests.conftest import ROOT
 
 CPU = torch.device("cpu")
-CANDIDATE = ROOT / "bench" / "gpu" / "candidates" / "gemm_splitk.py"
+CANDIDATE = ROOT / "lab" / "candidates" / "gemm_splitk.py"
 DTYPES = [torch.float32, torch.float16]
 # Rows of the partials schedule (64-row tiles), and of the one-pass schedule (over 64: 128 x 128).
 SMALL_M, LARGE_M = 3, 70

@@ -1,5 +1,5 @@
-"""bench/gpu/profile_rows.py reads Nsight Compute's CSV details page: checked on the logs ncu wrote on
-the H200 (bench/results/h200_2026-12-04/callO/prof), which this machine cannot produce."""
+"""lab/scripts/profile_rows.py reads Nsight Compute's CSV details page: checked on the logs ncu wrote on
+the H200 (lab/results/h200_2026-12-04/callO/prof), which this machine cannot produce."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROF = ROOT / "bench" / "results" / "h200_2026-12-04" / "callO" / "prof"
+PROF = ROOT / "lab" / "results" / "h200_2026-12-04" / "callO" / "prof"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("profile_rows", ROOT / "bench" / "gpu" / "profile_rows.py")
+    spec = importlib.util.spec_from_file_location(
+        "profile_rows", ROOT / "lab" / "scripts" / "profile_rows.py"
+    )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["profile_rows"] = mod
@@ -90,8 +92,12 @@ def test_script_takes_seconds_per_case_and_sections(tmp_path: Path) -> None:
         "rmsnorm:llama3-8b-prefill:nodice:soon",  # not a number: skipped with its reason
     ]
     r = subprocess.run(
-        ["bash", str(ROOT / "bench" / "gpu" / "profile_rows.sh"), *cases],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        ["bash", str(ROOT / "lab" / "scripts" / "profile_rows.sh"), *cases],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 0, r.stderr
     calls = (tmp_path / "calls").read_text().splitlines()

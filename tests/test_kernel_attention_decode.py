@@ -19,7 +19,7 @@ from tests.conftest import ROOT, load_kernel
 
 CPU = torch.device("cpu")
 FUSED = ROOT / "nodice" / "kernels" / "attention_decode.py"
-TWO_LAUNCH = ROOT / "bench" / "gpu" / "candidates" / "attention_decode_two_launch.py"
+TWO_LAUNCH = ROOT / "lab" / "candidates" / "attention_decode_two_launch.py"
 TASK = get_task("attention_decode")
 HEAD_DIM = 32
 PAGE = 8

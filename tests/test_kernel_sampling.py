@@ -20,10 +20,10 @@ CPU = torch.device("cpu")
 BUNDLED = ROOT / "nodice" / "kernels" / "sampling.py"
 # The same kernel with fewer passes for top-k requests (first digit counted in the max pass, the
 # first token drawn in the kept-mass pass), not yet bundled: it must pass the same tests.
-FEWER_PASSES = ROOT / "bench" / "gpu" / "candidates" / "sampling_fewer_passes.py"
+FEWER_PASSES = ROOT / "lab" / "candidates" / "sampling_fewer_passes.py"
 # The bundled kernel until 2026-12-04 (one program per request; the same rules and random stream):
 # the distribution tests ran on it while it was bundled and run on its fewer-passes version now.
-PER_REQUEST = ROOT / "bench" / "gpu" / "candidates" / "sampling_per_request.py"
+PER_REQUEST = ROOT / "lab" / "candidates" / "sampling_per_request.py"
 DRAWS = 1024
 
 

@@ -1,4 +1,4 @@
-"""`bench/gpu/transfer.py`: the second phase starts from the first phase's best version, and the
+"""`lab/scripts/transfer.py`: the second phase starts from the first phase's best version, and the
 summary reads both runs' lineages and stores (two real, CPU-sized evolution runs)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from nodice.evolution.lineage import Lineage
 from tests.conftest import ROOT, run_cli
 
-SCRIPT = ROOT / "bench" / "gpu" / "transfer.py"
+SCRIPT = ROOT / "lab" / "scripts" / "transfer.py"
 
 
 def _evolve(run: Path, seed: Path, workload: str, budget: int) -> None:
@@ -56,4 +56,4 @@ def test_phase_b_starts_from_phase_as_best_and_the_summary_reads_both(tmp_path: 
 
 
 def test_the_gpu_script_is_valid_bash() -> None:
-    subprocess.run(["bash", "-n", str(ROOT / "bench" / "gpu" / "transfer.sh")], check=True)
+    subprocess.run(["bash", "-n", str(ROOT / "lab" / "scripts" / "transfer.sh")], check=True)

@@ -30,7 +30,7 @@ TIMED_OUT = 124
 def jobs(work: Path, tasks: list[str]) -> int:
     import torch
 
-    from nodice.bench.baselines import baselines_for, load_baselines
+    from nodice.measuring.baselines import baselines_for, load_baselines
     from nodice.tasks import CATALOG
 
     cuda = torch.device("cuda")
@@ -103,8 +103,8 @@ def job_result(work: Path, index: str, limit_s: str) -> dict[str, str]:
 def collect(work: Path, out_path: Path, limit_s: str, command: str) -> int:
     import torch
 
-    from nodice.bench.baselines import baselines_for, provider_versions
-    from nodice.bench.provenance import environment, gpu_versions
+    from nodice.measuring.baselines import baselines_for, provider_versions
+    from nodice.measuring.provenance import environment, gpu_versions
     from nodice.tasks import CATALOG
 
     machine, versions = environment("cuda")

@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from nodice.bench.baselines import audit_baseline, baselines_for, load_baselines, provider_versions
 from nodice.gate.correctness import compare, has_own_correctness
+from nodice.measuring.baselines import audit_baseline, baselines_for, load_baselines, provider_versions
 from nodice.tasks import CATALOG, get_task
 
 

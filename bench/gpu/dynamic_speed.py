@@ -32,8 +32,8 @@ import torch
 
 from nodice.errors import NodiceError
 from nodice.gate.dynamic import validate
-from nodice.gate.loader import load_kernel
 from nodice.gate.runtime import prepare, resolve_device
+from nodice.loader import load_kernel
 from nodice.tasks import get_task
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "nodice" / "examples"
@@ -131,7 +131,7 @@ def main() -> None:
 
     device = resolve_device(args.device)
     prepare(device)  # before any candidate is imported: the interpreter on CPU
-    from nodice.bench.provenance import environment
+    from nodice.measuring.provenance import environment
 
     machine, versions = environment(device.type)
     result: dict[str, Any] = {

@@ -25,7 +25,7 @@ from typing import Any
 
 from nodice.evaluation import Evaluation, Evaluator
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "nodice" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "nodice" / "examples"
 TARGET_PER_MINUTE = 20.0
 # Stage timings reported, in pipeline order; "compile" is the first call of the kernel
 # (JIT compilation plus one run), carved out of the guards stage that makes it.

@@ -1,0 +1,560 @@
+"""Compile the candidates' kernels for sm_90a without a GPU, and say what came out.
+
+    python3 lab/candidates/compile_sm90.py [--only NAME ...] [--keep DIR]
+
+Triton compiles for a target given by hand (``GPUTarget("cuda", 90, 32)``) and ships ptxas, so
+every stage up to the cubin runs on a CPU-only machine. Per configuration this prints whether it
+compiled, the warps launched (warp specialisation adds partitions), shared memory, whether the
+loop was warp-specialised, the wgmma and TMA instructions in the PTX, and ptxas's register and
+spill count. It proves nothing about results or speed; it catches compiler crashes, shared memory
+overflow, spills and a warp specialisation that silently did not happen, before a GPU is booked.
+
+Run it with the Triton the GPU machine has (3.6): its passes, not the local venv's, decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # jit must build compilable functions, not interpreted ones
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+
+HERE = Path(__file__).resolve().parent
+TARGET = GPUTarget("cuda", 90, 32)
+ALIGNED = [["tt.divisibility", 16]]
+
+
+# Candidates that became bundled kernels are read from there.
+BUNDLED = {
+    "attention_prefill_gluon": HERE.parents[1] / "nodice" / "kernels" / "attention_prefill.py",
+    "gdn_chunked": HERE.parents[1] / "nodice" / "kernels" / "gdn.py",
+    "gemm": HERE.parents[1] / "nodice" / "kernels" / "gemm.py",
+    "attention_decode": HERE.parents[1] / "nodice" / "kernels" / "attention_decode.py",
+}
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BUNDLED.get(name, HERE / f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ptxas_usage(ptx: str) -> str:
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        arch = "sm_90a"
+        out = subprocess.run(
+            [get_ptxas(90).path, f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")],
+            capture_output=True,
+            text=True,
+        )
+    text = out.stdout + out.stderr
+    regs = re.findall(r"Used (\d+) registers", text)
+    spills = re.findall(r"(\d+) bytes spill stores", text)
+    warn = [line.strip() for line in text.splitlines() if "warning" in line.lower()]
+    usage = f"regs={','.join(regs) or '?'} spill_stores={','.join(spills) or '?'}"
+    return usage + (f" ptxas: {' | '.join(warn)[:300]}" if warn else "")
+
+
+def report(label: str, src, options: dict, keep: Path | None) -> bool:
+    t0 = time.perf_counter()
+    try:
+        compiled = triton.compile(src, target=TARGET, options=options)
+    except Exception as exc:  # a compiler crash is the finding
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        where = lines[0] if lines else ""
+        why = lines[-1] if lines else ""
+        print(f"FAIL {label}: {type(exc).__name__}: {where[:120]} ... {why[:600]}", flush=True)
+        return False
+    ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
+    md = compiled.metadata
+    warps = re.search(r'"ttg.total-num-warps" = (\d+)', ttgir)
+    ws = "ttg.warp_specialize" in ttgir
+    line = (
+        f"ok   {label}: warps={warps.group(1) if warps else md.num_warps} smem={md.shared} "
+        f"ws={ws} wgmma={ptx.count('wgmma.mma_async')} tma_load={ptx.count('cp.async.bulk.tensor')} "
+        f"setmaxnreg={ptx.count('setmaxnreg')} {_ptxas_usage(ptx)} ({time.perf_counter() - t0:.0f}s)"
+    )
+    print(line, flush=True)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+        (keep / f"{stem}.ttgir").write_text(ttgir)
+        (keep / f"{stem}.ptx").write_text(ptx)
+    return True
+
+
+def _attention_tma_ws_configs(mod, sweep: bool):
+    for head_dim, causal in ((128, False), (128, True), (64, False), (64, True)):
+        yield head_dim, causal, mod.tile_config(head_dim, causal, 2)
+        if sweep:
+            for tiles in mod.SWEEP_TILES.get((head_dim, causal), []):
+                if tiles != mod.tile_config(head_dim, causal, 2):
+                    yield head_dim, causal, tiles
+    yield 128, False, mod.tile_config(128, False, 4)  # the fp32 probe's tiles
+
+
+def attention_tma_ws(keep: Path | None, sweep: bool) -> int:
+    mod = _load("attention_prefill_tma_ws")
+    fn = mod._attention_forward
+    fails = 0
+    for head_dim, causal, (block_m, block_n, warps, stages, ws) in _attention_tma_ws_configs(mod, sweep):
+        dtype = (
+            "bf16"
+            if (head_dim, causal, (block_m, block_n, warps, stages, ws))
+            != (128, False, mod.tile_config(128, False, 4))
+            else "fp32"
+        )
+        for seq_aligned in (True, False):  # S = 4096 vs S = 200: the JIT specialises S % 16
+            sig = {
+                "q_ptr": f"*{dtype}",
+                "k_ptr": f"*{dtype}",
+                "v_ptr": f"*{dtype}",
+                "o_ptr": f"*{dtype}",
+                "qk_scale": "fp32",
+                "seq_len": "i32",
+                "q_heads": "i32",
+                "group": "i32",
+            }
+            attrs = {(i,): ALIGNED for i in range(4)}
+            if seq_aligned:
+                attrs[(5,)] = ALIGNED
+            consts = {
+                "CAUSAL": causal,
+                "HEAD_DIM": head_dim,
+                "BLOCK_M": block_m,
+                "BLOCK_N": block_n,
+                "WARP_SPECIALIZE": ws,
+                "USE_TMA": True,
+            }
+            for name in consts:
+                sig[name] = "constexpr"
+            src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            label = (
+                f"attention_tma_ws {dtype} D={head_dim} causal={causal} S%16={'0' if seq_aligned else '!0'} "
+                f"tiles={block_m}x{block_n} w={warps} st={stages} ws={ws}"
+            )
+            fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
+    return fails
+
+
+def gemm_persistent_tma(keep: Path | None, sweep: bool) -> int:
+    mod = _load("gemm_persistent_tma")
+    fn = mod._matmul_persistent
+    configs = {mod.tile_config(n, k, 2) for n, k in mod._LAYER_TILES} | {mod.tile_config(28672, 4096, 2)}
+    if sweep:
+        configs |= set(mod.SWEEP_TILES)
+    runs = [
+        (dtype, cfg, ws)
+        for cfg in sorted(configs)
+        for ws in ((False, True) if sweep else (False,))
+        for dtype in ("bf16",)
+    ]
+    runs.append(("fp32", mod.tile_config(4096, 4096, 4), False))
+    fails = 0
+    for dtype, (swap_ab, block_t, block_w, stages, warps), ws in runs:
+        sig = {
+            "a_ptr": f"*{dtype}",
+            "b_ptr": f"*{dtype}",
+            "c_ptr": f"*{dtype}",
+            "M": "i32",
+            "N": "i32",
+            "K": "i32",
+        }
+        consts = {
+            "BLOCK_T": block_t,
+            "BLOCK_W": block_w,
+            "BLOCK_K": mod.BLOCK_K,
+            "GROUP_M": mod.GROUP_M,
+            "NUM_PROGRAMS": 132,
+            "SWAP_AB": swap_ab,
+            "WARP_SPECIALIZE": ws,
+            "FLATTEN": not ws,
+        }
+        for name in consts:
+            sig[name] = "constexpr"
+        attrs = {(i,): ALIGNED for i in (0, 1, 2, 4, 5)}  # M = 64 or 4096: not M = 257
+        src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+        tile = f"{block_t}x{block_w}x{mod.BLOCK_K}"
+        label = f"gemm {dtype} swap_ab={swap_ab} tile={tile} st={stages} w={warps} ws={ws}"
+        fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
+    return fails
+
+
+def attention_gluon(keep: Path | None, sweep: bool) -> int:
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    mod = _load("attention_prefill_gluon")
+    fn = mod._attention_forward
+    fails = 0
+    for head_dim in sorted(mod._TILES, reverse=True):
+        block_n, stages = mod._TILES[head_dim]
+        variants = [(block_n, stages)] + ([(64, 3), (128, 3)] if sweep and head_dim == 128 else [])
+        for block_n, stages in variants:
+            for causal in (False, True):
+                sig = {
+                    "q_ptr": "*bf16",
+                    "k_ptr": "*bf16",
+                    "v_ptr": "*bf16",
+                    "o_ptr": "*bf16",
+                    "qk_scale": "fp32",
+                    "seq_len": "i32",
+                    "q_heads": "i32",
+                    "group": "i32",
+                }
+                consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
+                for name in consts:
+                    sig[name] = "constexpr"
+                attrs = {(i,): ALIGNED for i in range(4)}
+                src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
+                label = f"attention_gluon D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
+                fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
+    return fails
+
+
+def attention_persistent(keep: Path | None, sweep: bool) -> int:
+    """The bundled kernel's persistent Gluon forward at its pinned tiles, bf16, host TMA descriptors
+    over the flattened heads."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    mod = _load("attention_prefill_gluon")
+    fn = mod._attention_persistent
+    rows = mod.ROWS_PER_CONSUMER.value
+    fails = 0
+    for head_dim in sorted(mod._TILES, reverse=True):
+        block_n, stages = mod._TILES[head_dim]
+        q_layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], gl.bfloat16)
+        kv_layout = gl.NVMMASharedLayout.get_default_for([block_n, head_dim], gl.bfloat16)
+        q_desc = f"tensordesc<bf16[{rows}, {head_dim}],{q_layout!r}>"
+        kv_desc = f"tensordesc<bf16[{block_n}, {head_dim}],{kv_layout!r}>"
+        for causal in (False, True):
+            sig = {"q_desc": q_desc, "k_desc": kv_desc, "v_desc": kv_desc, "o_desc": q_desc}
+            sig |= {
+                "qk_scale": "fp32",
+                "seq_len": "i32",
+                "q_heads": "i32",
+                "group": "i32",
+                "num_tiles": "i32",
+            }
+            consts = {
+                "CAUSAL": causal,
+                "HEAD_DIM": head_dim,
+                "BLOCK_N": block_n,
+                "NUM_STAGES": stages,
+                "HEAD_GROUP": mod.CAUSAL_HEAD_GROUP,
+            }
+            for name in consts:
+                sig[name] = "constexpr"
+            src = GluonASTSource(fn, sig, constexprs=consts, attrs={})
+            label = f"attention_persistent D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
+            fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
+    return fails
+
+
+def gdn_chunked(keep: Path | None, sweep: bool) -> int:
+    """The three kernels at Dk = Dv = 128 in bf16, under the candidate's pins (and the sweep's
+    chunk, value blocks and warps with ``--sweep``)."""
+    mod = _load("gdn_chunked")
+    dk = dv = 128
+    base = (
+        mod.CHUNK,
+        mod.STATE_BLOCK_V,
+        mod.OUTPUT_BLOCK_V,
+        mod.PREPARE_WARPS,
+        mod.STATE_WARPS,
+        mod.OUTPUT_WARPS,
+    )
+    configs = [base]
+    if sweep:
+        configs += [(32, 32, 64, 8, 4, 4), (64, 64, 128, 4, 8, 8), (64, 16, 64, 8, 4, 4)]
+    fails = 0
+    for chunk, state_v, out_v, prep_w, state_w, out_w in configs:
+        common = {"DK": dk, "DV": dv, "CHUNK": chunk, "PRECISION": "tf32"}
+        kernels = [
+            (
+                mod._chunk_prepare,
+                ["k_ptr", "v_ptr", "g_ptr:fp32", "beta_ptr:fp32", "gamma_ptr:fp32", "w_ptr", "u_ptr"],
+                {
+                    **common,
+                    "DV_TILE": dv,
+                    "LOG2_CHUNK": chunk.bit_length() - 1,
+                    "SUB": min(chunk, mod.INVERSE_SUB),
+                    "LOG2_SUB": min(chunk, mod.INVERSE_SUB).bit_length() - 1,
+                    "INV_PRECISION": mod.INVERSE_PRECISION,
+                },
+                prep_w,
+                1,
+            ),
+            (
+                mod._chunk_state,
+                ["k_ptr", "gamma_ptr:fp32", "w_ptr", "u_ptr", "vnew_ptr", "h_ptr", "n_chunks:i32"],
+                {**common, "BLOCK_V": state_v, "STAGES": mod.STATE_STAGES},
+                state_w,
+                mod.STATE_STAGES,
+            ),
+            (
+                mod._chunk_output,
+                [
+                    "q_ptr",
+                    "k_ptr",
+                    "gamma_ptr:fp32",
+                    "vnew_ptr",
+                    "h_ptr",
+                    "o_ptr",
+                    "n_chunks:i32",
+                    "scale:fp32",
+                ],
+                {**common, "BLOCK_V": out_v},
+                out_w,
+                1,
+            ),
+        ]
+        for fn, params, consts, warps, stages in kernels:
+            sig: dict[str, str] = {}
+            for p in params[: params.index("n_chunks:i32") if "n_chunks:i32" in params else len(params)]:
+                name, _, ty = p.partition(":")
+                sig[name] = f"*{ty or 'bf16'}"
+            sig["seq_len"] = "i32"
+            sig["n_heads"] = "i32"
+            for p in params:
+                name, _, ty = p.partition(":")
+                if name not in sig:
+                    sig[name] = ty
+            for name in consts:
+                sig[name] = "constexpr"
+            attrs = {(i,): ALIGNED for i, ty in enumerate(sig.values()) if ty.startswith("*")}
+            src = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            label = f"gdn_chunked {fn.__name__} chunk={chunk} block_v={consts.get('BLOCK_V', dv)} w={warps}"
+            fails += not report(label, src, {"num_warps": warps, "num_stages": stages}, keep)
+    return fails
+
+
+def _operand(dtype: str, tma: bool, rows: int, cols: int) -> str:
+    """A kernel argument's type: a host TMA descriptor of that block, or a pointer."""
+    return f"tensordesc<{dtype}[{rows}, {cols}]>" if tma else f"*{dtype}"
+
+
+def gemm_splitk(keep: Path | None, sweep: bool) -> int:
+    """The split-K candidate's kernels at Llama-3-8B down (K = 14336, N = 4096): partials per tile
+    of ``PARTIAL_TILES``, the combine, the one-pass tile with its two accumulators, and the unsplit
+    tiles; bf16 through TMA descriptors and pointers, fp32 (tf32) at the stages the candidate
+    gives 4-byte elements. ``--sweep`` adds the one-pass and partials tiles the GPU sweep times."""
+    mod = _load("gemm_splitk")
+    one_pass = [mod.ONE_PASS_TILE]
+    partials = [tile[1:] for tile in mod.PARTIAL_TILES]
+    unsplit = [
+        (mod.WIDE_BLOCK_M, mod.WIDE_BLOCK_N, mod.WIDE_WARPS, mod.WIDE_STAGES),
+        (mod.NARROW_BLOCK_M, mod.NARROW_BLOCK_N, mod.NARROW_WARPS, mod.NARROW_STAGES),
+        (mod.DECODE_BLOCK_M, mod.SINGLE_BLOCK_N, mod.DECODE_WARPS, mod.SINGLE_STAGES),
+    ]
+    if sweep:
+        from sweep_gemm_splitk import ONE_PASS_TILES, PARTIAL_TILES
+
+        one_pass += [t for t in ONE_PASS_TILES if t not in one_pass]
+        partials += [t for t in PARTIAL_TILES if t not in partials]
+    strides = ["stride_am", "stride_ak", "stride_bk", "stride_bn"]
+    runs = []  # (kernel, label, tile, extra arguments before the strides, has c)
+    for tile in partials:
+        runs.append(
+            (mod._matmul_partials, "partials", tile, ["ws_ptr:*fp32", "M", "N", "K", "SLICE_LEN"], False)
+        )
+    for tile in one_pass:
+        runs.append(
+            (mod._matmul_one_pass, "one_pass", tile, ["c", "M", "N", "K", "SLICE_LEN", "NUM_SLICES"], True)
+        )
+    for tile in unsplit:
+        runs.append((mod._matmul_unsplit, "unsplit", tile, ["c", "M", "N", "K"], True))
+    fails = 0
+    for fn, name, (block_m, block_n, warps, stages), extra, has_c in runs:
+        for dtype, tma in (("bf16", True), ("bf16", False), ("fp32", True)):
+            if dtype == "fp32" and name == "unsplit":
+                continue  # the bundled kernel's own fp32 tiles: not this candidate's to change
+            st = mod._stages(stages, 4 if dtype == "fp32" else 2) if name != "unsplit" else stages
+            sig = {
+                "a_src": _operand(dtype, tma, block_m, mod.BLOCK_K),
+                "b_src": _operand(dtype, tma, mod.BLOCK_K, block_n),
+            }
+            for arg in extra:
+                arg_name, _, ty = arg.partition(":")
+                if arg_name == "c":
+                    sig["c_src"] = _operand(dtype, tma, block_m, block_n)
+                else:
+                    sig[arg_name] = ty or "i32"
+            sig.update({s_: "i32" for s_ in strides + (["stride_cm", "stride_cn"] if has_c else [])})
+            consts = {
+                "BLOCK_M": block_m,
+                "BLOCK_N": block_n,
+                "BLOCK_K": mod.BLOCK_K,
+                "GROUP_M": mod.GROUP_M,
+                "NUM_STAGES": st,
+                "USE_TMA": tma,
+            }
+            for c_name in consts:
+                sig[c_name] = "constexpr"
+            # N, K, the slice length and the leading strides are multiples of 16 on the real
+            # layers; M = 1 is not. Unit inner strides are specialised to 1 by the JIT.
+            names = list(sig)
+            aligned = {"N", "K", "SLICE_LEN", "stride_am", "stride_bk", "stride_cm"}
+            attrs = {(i,): ALIGNED for i, n_ in enumerate(names) if n_ in aligned or sig[n_].startswith("*")}
+            for unit in ("stride_ak", "stride_bn", "stride_cn"):
+                if unit in sig:
+                    sig[unit] = "constexpr"
+                    consts[unit] = 1
+            src_ = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            loads = "tma" if tma else "ptr"
+            tile = f"{block_m}x{block_n}x{mod.BLOCK_K}"
+            label = f"gemm_splitk {name} {dtype} {loads} tile={tile} w={warps} st={st}"
+            fails += not report(label, src_, {"num_warps": warps, "num_stages": st}, keep)
+    sig = {"ws_ptr": "*fp32", "c_ptr": "*bf16", "MN": "i32", "NUM_SLICES": "i32", "BLOCK": "constexpr"}
+    src_ = triton.compiler.ASTSource(
+        mod._combine_partials,
+        sig,
+        constexprs={"BLOCK": mod.COMBINE_BLOCK},
+        attrs={(0,): ALIGNED, (1,): ALIGNED},
+    )
+    fails += not report(f"gemm_splitk combine bf16 BLOCK={mod.COMBINE_BLOCK}", src_, {"num_warps": 4}, keep)
+    return fails
+
+
+def gemm_pointer_tiles(keep: Path | None, sweep: bool) -> int:
+    """The bundled GEMM's pointer-load kernel (``_matmul``) at the small-M tiles its pins choose:
+    64 rows by 128, 64, 32 and 16 columns at their stages, bf16, M = 1 unaligned. ``--sweep`` adds
+    the 16-column stages ``sweep_gemm_pins.py`` times (4, 6, 12)."""
+    mod = _load("gemm")
+    tiles = [
+        (mod.SINGLE_PTR_WIDE_BLOCK_N, mod.SINGLE_PTR_WIDE_STAGES),
+        (mod.SINGLE_PTR_MID_BLOCK_N, mod.SINGLE_PTR_MID_STAGES),
+        (mod.SINGLE_PTR_NARROW_BLOCK_N, mod.SINGLE_PTR_NARROW_STAGES),
+        (mod.SINGLE_PTR_NARROWEST_BLOCK_N, mod.SINGLE_PTR_NARROWEST_STAGES),
+    ]
+    if sweep:
+        tiles += [(mod.SINGLE_PTR_NARROWEST_BLOCK_N, st) for st in (4, 6, 12)]
+    fails = 0
+    for block_n, stages in tiles:
+        sig = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32"}
+        sig.update({s_: "i32" for s_ in ("stride_am", "stride_ak", "stride_bk", "stride_bn")})
+        sig.update({s_: "i32" for s_ in ("stride_cm", "stride_cn")})
+        consts = {
+            "BLOCK_M": mod.DECODE_BLOCK_M,
+            "BLOCK_N": block_n,
+            "BLOCK_K": mod.BLOCK_K,
+            "GROUP_M": mod.GROUP_M,
+            "NUM_STAGES": stages,
+        }
+        for unit in ("stride_ak", "stride_bn", "stride_cn"):
+            consts[unit] = 1
+        for c_name in consts:
+            sig[c_name] = "constexpr"
+        names = list(sig)
+        aligned = {"N", "K", "stride_am", "stride_bk", "stride_cm"}
+        attrs = {(i,): ALIGNED for i, n_ in enumerate(names) if n_ in aligned or sig[n_].startswith("*")}
+        src_ = triton.compiler.ASTSource(mod._matmul, sig, constexprs=consts, attrs=attrs)
+        tile = f"{mod.DECODE_BLOCK_M}x{block_n}x{mod.BLOCK_K}"
+        label = f"gemm pointer tile={tile} w={mod.DECODE_WARPS} st={stages}"
+        fails += not report(label, src_, {"num_warps": mod.DECODE_WARPS, "num_stages": stages}, keep)
+    return fails
+
+
+def attention_decode_fused(keep: Path | None, sweep: bool) -> int:
+    """The bundled one-launch paged decode (``_decode_fused``) at head dim 128, bf16, page 16, for
+    GQA groups of 4 and 8 (Llama-3-8B, Qwen3-30B-A3B) at its pins. Nsight Compute on the H200 found
+    it held to two programs per SM by registers (224 per thread); ``--sweep`` adds the register-
+    cutting alternatives (fewer heads folded, a narrower combine tile, the 64-key tile, 2 stages),
+    to see which reach 128 (four programs per SM) before a GPU sweep times them."""
+    mod = _load("attention_decode")
+    base = (mod.BLOCK_N_D128, mod.NUM_STAGES_D128, mod.FOLD_HEADS, mod.SPLIT_TILE)
+    configs = [base]
+    if sweep:
+        configs += [(128, 3, 2, 16), (128, 3, 1, 16), (128, 3, 4, 8), (128, 2, 4, 16), (64, 3, 4, 16)]
+        configs += [(128, 3, 2, 8), (128, 2, 2, 8), (64, 2, 1, 8)]
+    sig = {
+        "q_ptr": "*bf16",
+        "k_ptr": "*bf16",
+        "v_ptr": "*bf16",
+        "table_ptr": "*i32",
+        "lens_ptr": "*i32",
+        "part_acc_ptr": "*fp32",
+        "part_max_ptr": "*fp32",
+        "part_sum_ptr": "*fp32",
+        "count_ptr": "*i32",
+        "o_ptr": "*bf16",
+        "qk_scale": "fp32",
+        "table_width": "i32",
+        "max_splits": "i32",
+        "ml_stride": "i32",
+        "q_heads": "i32",
+        "kv_heads": "i32",
+    }
+    names = list(sig)
+    attrs = {(i,): ALIGNED for i, n_ in enumerate(names) if sig[n_].startswith("*") or n_ == "ml_stride"}
+    fails = 0
+    for group in (4, 8):
+        for block_n, stages, fold, split_tile in configs:
+            fold_heads = 1
+            while fold_heads * 2 <= fold and group % (fold_heads * 2) == 0:
+                fold_heads *= 2
+            consts = {
+                "GROUP": group,
+                "GROUP_PAD": max(16, triton.next_power_of_2(group)),
+                "FOLD_HEADS": fold_heads,
+                "HEAD_DIM": 128,
+                "PAGE": 16,
+                "BLOCK_N": block_n,
+                "SPLIT_TOKENS": mod.SPLIT_TOKENS_D128,
+                "LONG_SPLIT_TOKENS": mod.SPLIT_TOKENS_D128,
+                "LONG_FROM_TOKENS": mod.LONG_FROM_TOKENS_D128,
+                "SPLIT_TILE": split_tile,
+            }
+            full = {**sig, **{c: "constexpr" for c in consts}}
+            src_ = triton.compiler.ASTSource(mod._decode_fused, full, constexprs=consts, attrs=attrs)
+            label = (
+                f"attention_decode fused group={group} BLOCK_N={block_n} st={stages} "
+                f"fold={fold_heads} split_tile={split_tile}"
+            )
+            options = {"num_warps": mod.NUM_WARPS_D128, "num_stages": stages}
+            fails += not report(label, src_, options, keep)
+    return fails
+
+
+CHECKS = {
+    "attention_tma_ws": attention_tma_ws,
+    "gemm_persistent_tma": gemm_persistent_tma,
+    "attention_gluon": attention_gluon,
+    "attention_persistent": attention_persistent,
+    "gdn_chunked": gdn_chunked,
+    "gemm_splitk": gemm_splitk,
+    "gemm_pointer_tiles": gemm_pointer_tiles,
+    "attention_decode_fused": attention_decode_fused,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", action="append", choices=sorted(CHECKS))
+    ap.add_argument("--keep", type=Path, help="write each configuration's ttgir and ptx here")
+    ap.add_argument("--sweep", action="store_true", help="also the alternatives the GPU sweep times")
+    args = ap.parse_args()
+    print(f"triton {triton.__version__}, torch {torch.__version__}, target sm_90a", flush=True)
+    fails = sum(CHECKS[name](args.keep, args.sweep) for name in args.only or CHECKS)
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()
