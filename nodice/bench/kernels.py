@@ -41,6 +41,7 @@ from typing import Any
 
 from nodice.errors import NodiceError
 from nodice.evaluation.executor import ExecutorConfig
+from nodice.evaluation.request import BenchOptions
 from nodice.kernels import bundled_kernel
 from nodice.measuring.score import WorkloadScore, baseline_levels, geomean_ratio_best
 
@@ -254,12 +255,12 @@ def run_kernel_bench(
                 dtypes = [dtype_name(d) for d in audit_dtypes(get_task(task_name), dev)]
                 audits = warmed.audits(task_name, dtypes)
             t0 = time.perf_counter()
-            options = {
-                "audit_baselines": True,
-                "audits": audits,
-                "ceilings": ceilings_dict,
-                "workloads": (workloads or {}).get(task_name),
-            }
+            options = BenchOptions(
+                workloads=tuple((workloads or {}).get(task_name) or ()),
+                audit_baselines=True,
+                audits=audits,
+                ceilings=ceilings_dict,
+            )
             if cluster is not None:
                 evaluation = cluster.evaluate(kernel, task_name, bench=True, seed=seed, bench_options=options)
             else:

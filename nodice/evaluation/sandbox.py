@@ -5,16 +5,26 @@ Candidates still meet the anti-cheat guards; no benchmark runs and nothing is st
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 from nodice.evaluation.evaluate import Evaluator
+from nodice.evaluation.request import EvaluationRequest
 from nodice.gate.result import CheckResult
 
 
-def check_isolated(timeout_s: float | None = None, **kwargs: Any) -> CheckResult:
+def check_isolated(
+    path: str | Path,
+    task: str,
+    *,
+    entry: str = "kernel",
+    device: str | None = None,
+    seed: int | None = None,
+    timeout_s: float | None = None,
+) -> CheckResult:
     """``nodice.gate.pipeline.check`` semantics, run in a fresh spawned worker.
 
     Time is limited per step (the task's budgets) unless ``timeout_s`` sets one limit on the whole check.
     """
-    with Evaluator(device=kwargs.pop("device", None), isolation="isolated", timeout_s=timeout_s) as ev:
-        return ev.evaluate(kwargs.pop("path"), kwargs.pop("task"), bench=False, **kwargs).check
+    request = EvaluationRequest.create(path, task, seed=seed, entry=entry, bench=False)
+    with Evaluator(device=device, isolation="isolated", timeout_s=timeout_s) as ev:
+        return ev.run(request, candidate=str(path)).check

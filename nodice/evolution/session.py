@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodice.errors import NodiceError
+from nodice.evaluation.request import BenchOptions
 from nodice.evolution.feedback import feedback_text, stage_verdicts
 from nodice.evolution.journal import Attempt, Journal
 from nodice.evolution.lineage import Lineage, VersionRecord
@@ -281,8 +282,7 @@ class RunSession:
                 static=self.config.bi,
                 dynamic=self.config.bi,
                 # The host lines each workload runs tell the built-in agent which parameters matter.
-                bench_options={"host_lines": True}
-                | ({"workloads": list(self.config.workloads)} if self.config.workloads else {}),
+                bench_options=BenchOptions(workloads=tuple(self.config.workloads or ()), host_lines=True),
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
