@@ -23,7 +23,7 @@ FLOORS: dict[str, int] = {
     "tasks": 1,
     "gate": 2,
     "contracts": 2,  # the gate's contract files
-    "kernels": 3,  # nodice's verified kernels, gated on import-free data (verdicts) and used by the mode
+    "kernels": 3,  # nodice's verified kernels and batch-invariant mode, built on the gate
     "testing": 3,
     "measuring": 3,
     "evaluation": 4,
