@@ -13,6 +13,7 @@ import torch
 
 from nodice.gate.runtime import prepare
 from tests.conftest import ROOT
+from tests.fp32_bounds import assert_within, matmul_bound
 
 CPU = torch.device("cpu")
 CANDIDATE = ROOT / "lab" / "candidates" / "gemm_splitk.py"
@@ -55,11 +56,13 @@ def test_both_schedules_match_the_fp32_product(
     assert candidate.split_count(k, n) > 1
     a, b = _operands(LARGE_M, k, n, dtype, seed=k + n)
     want = a.float() @ b.float()
-    tol = 1e-5 if dtype == torch.float32 else 2e-3
     for rows in (a[:SMALL_M], a):
         got = candidate.kernel(rows.contiguous(), b)
         assert got.dtype == dtype and got.shape == (rows.shape[0], n)
-        torch.testing.assert_close(got.float(), want[: rows.shape[0]], atol=tol, rtol=tol)
+        if dtype == torch.float32:  # torch's fp32 product sums in its BLAS's order: up to reassociation
+            assert_within(got, want[: rows.shape[0]], matmul_bound(rows, b), f"{rows.shape[0]} rows")
+        else:  # the fp16/bf16 output's own rounding dominates
+            torch.testing.assert_close(got.float(), want[: rows.shape[0]], atol=2e-3, rtol=2e-3)
 
 
 @pytest.mark.parametrize("use_tma", [1, 0])

@@ -6,11 +6,12 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from nodice.evaluation import Evaluator
+from nodice.evaluation import Evaluation, Evaluator
 from nodice.evaluation.budgets import CALL_FLOOR_S, IMPORT_S, Budgets, stage_name
 from nodice.evaluation.clock import JobClock
 from nodice.evaluation.output import HEAD_BYTES, TAIL_BYTES, OutputCapture
@@ -101,19 +102,27 @@ def test_hangs_are_reported_fast_by_default_with_their_stage() -> None:
         "hang_in_call.py": ("in the anti-cheat probes", "per kernel call", "stuck at hang_in_call.py:"),
         "hang_at_import.py": ("in the candidate's import", "module-level code", "at hang_at_import.py:"),
     }
-    with Evaluator(device="cpu", isolation="persistent") as ev:
-        for name, phrases in cases.items():
+
+    def judge(name: str) -> tuple[float, Evaluation, Evaluation]:
+        with Evaluator(device="cpu", isolation="persistent") as ev:
             t0 = time.monotonic()
             e = ev.evaluate(HOSTILE / name, "rmsnorm", seed=1, bench=False)
             took = time.monotonic() - t0
-            assert took < REPORTED_WITHIN_S, (name, took)
-            assert e.verdict == "error" and e.check.exit_code == 2
-            assert e.check.reason.startswith("timed out after "), e.check.reason
-            for phrase in phrases:
-                assert phrase in e.check.reason, e.check.reason
-            assert "(most recent call first)" in e.log  # the Python stacks asked for before the kill
-        # The worker was replaced: the next candidate is judged normally.
-        assert ev.evaluate(HOSTILE / "control_honest.py", "rmsnorm", seed=1, bench=False).verdict == "pass"
+            # The worker was replaced: the next candidate is judged normally.
+            return took, e, ev.evaluate(HOSTILE / "control_honest.py", "rmsnorm", seed=1, bench=False)
+
+    # One evaluator per hang, side by side: the budgets run out together, not one after the other.
+    with ThreadPoolExecutor(len(cases)) as pool:
+        judged = dict(zip(cases, pool.map(judge, cases), strict=True))
+    for name, phrases in cases.items():
+        took, e, after = judged[name]
+        assert took < REPORTED_WITHIN_S, (name, took)
+        assert e.verdict == "error" and e.check.exit_code == 2
+        assert e.check.reason.startswith("timed out after "), e.check.reason
+        for phrase in phrases:
+            assert phrase in e.check.reason, e.check.reason
+        assert "(most recent call first)" in e.log  # the Python stacks asked for before the kill
+        assert after.verdict == "pass", after.check.reason
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:

@@ -20,6 +20,7 @@ from nodice.loader import load_kernel
 from nodice.tasks import get_task
 from nodice.tasks.definition import ADAPTERS, adapter_for, definition_task_name
 from tests.conftest import EXAMPLES, run_cli
+from tests.fp32_bounds import assert_within, latent_decode_bound
 
 FIB = EXAMPLES / "flashinfer_bench"
 MLA_DEF = FIB / "mla_paged_decode_h4_ckv512_kpe64_ps1.json"
@@ -45,7 +46,10 @@ def test_definition_reference_on_adapted_arguments_is_the_catalog_tasks(definiti
         assert problem.dims[dim] == d.const_axes[axis]
     args = task.compose(problem, task.samples(problem, gen, 3), gen)
     out, lse = task.reference(*args)
-    torch.testing.assert_close(out, catalog.reference(*args), atol=1e-5, rtol=1e-5)
+    if adapter.task == "mla_decode":  # 576-wide scores summed in another order: up to reassociation
+        assert_within(out, catalog.reference(*args), latent_decode_bound(*args), adapter.task)
+    else:
+        torch.testing.assert_close(out, catalog.reference(*args), atol=1e-5, rtol=1e-5)
     assert [tuple(s) for s, _ in task.output_spec(args)] == [tuple(out.shape), tuple(lse.shape)]
     assert lse.dtype == torch.float32 and lse.shape == out.shape[:2] and bool(torch.isfinite(lse).all())
     # lse is log2 of the softmax denominator: 2**lse · softmax reproduces exp(scores) summed.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from nodice.measuring.baselines.attention_varlen import varlen_kwargs
 from nodice.tasks import get_task
 from nodice.tasks._attention import HOPPER_SM_COUNT, SWEEP_LAYOUTS, layouts_for
 from nodice.tasks.base import Workload
+from tests.fp32_bounds import assert_within, attention_bound
 
 TASK = "attention_varlen"
 EXAMPLES = Path(nodice.__file__).parent / "examples" / TASK
@@ -30,6 +32,16 @@ def _packed(layout: str = "gqa", causal: bool = True, n: int = 3, seed: int = 0)
     problem = task.problem(gen, CPU, torch.float32, layout=layout, causal=causal)
     samples = [task.sample(problem, gen, mate_len=(1, 50)) for _ in range(n)]
     return task, problem, samples, task.compose(problem, samples, gen)
+
+
+def _bound(args: tuple) -> torch.Tensor:
+    """The reassociation bound of every packed sequence's attention, packed as the output is."""
+    q, k, v, cu_q, cu_k, _, _, causal, sm_scale = args
+    bounds = [
+        attention_bound(*(t.transpose(0, 1) for t in (q[q0:q1], k[k0:k1], v[k0:k1])), sm_scale, causal)
+        for (q0, q1), (k0, k1) in zip(pairwise(cu_q.tolist()), pairwise(cu_k.tolist()), strict=True)
+    ]
+    return torch.cat([b.transpose(0, 1) for b in bounds])
 
 
 def test_compose_packs_sequences_back_to_back_and_select_finds_each_one() -> None:
@@ -61,7 +73,8 @@ def test_reference_is_sdpa_of_each_sequence_for_mha_gqa_mqa() -> None:
                     is_causal=causal,
                     scale=args[-1],
                 )[0].transpose(0, 1)
-                torch.testing.assert_close(task.select(out, i, args)[0], expected, atol=2e-6, rtol=2e-5)
+                bound = attention_bound(q, k, v, args[-1], causal)[0].transpose(0, 1)
+                assert_within(task.select(out, i, args)[0], expected, bound, f"{layout} {causal} {i}")
 
 
 def test_reference_aligns_a_causal_mask_bottom_right_when_keys_outnumber_queries() -> None:
@@ -74,7 +87,7 @@ def test_reference_aligns_a_causal_mask_bottom_right_when_keys_outnumber_queries
     scores = torch.einsum("qhd,khd->hqk", q, k) * 0.25
     hidden = torch.arange(7)[None, :] > torch.arange(3)[:, None] + 4
     expected = torch.einsum("hqk,khd->qhd", scores.masked_fill(hidden, float("-inf")).softmax(-1), v)
-    torch.testing.assert_close(out, expected, atol=2e-6, rtol=2e-5)
+    assert_within(out, expected, _bound((q, k, v, cu_q, cu_k, 3, 7, True, 0.25)), "bottom-right")
 
 
 def test_seed_is_correct_and_batch_invariant() -> None:
@@ -163,9 +176,7 @@ def test_cpu_baseline_matches_the_reference_and_the_gpu_ones_are_listed() -> Non
     loaded, missing = load_baselines(TASK, CPU)
     assert not missing and list(loaded) == ["torch SDPA per sequence"]
     task, _, _, args = _packed("gqa", True, n=4, seed=5)
-    torch.testing.assert_close(
-        loaded["torch SDPA per sequence"](*args), task.reference(*args), atol=2e-6, rtol=2e-5
-    )
+    assert_within(loaded["torch SDPA per sequence"](*args), task.reference(*args), _bound(args), TASK)
 
 
 def test_per_sequence_sdpa_runs_the_shapes_its_backend_refuses_on_the_math_backend() -> None:
@@ -179,7 +190,7 @@ def test_per_sequence_sdpa_runs_the_shapes_its_backend_refuses_on_the_math_backe
         Workload("short", {"lengths": [1, 5, 16], "Hq": 4, "Hkv": 2, "D": 32, "causal": True}),
         torch.Generator().manual_seed(0), CPU, torch.float32,
     )  # fmt: skip
-    torch.testing.assert_close(run(*short), task.reference(*short), atol=2e-6, rtol=2e-5)
+    assert_within(run(*short), task.reference(*short), _bound(short), "short")
     long = task.workload_inputs(
         Workload("long", {"lengths": [3, 17], "Hq": 4, "Hkv": 2, "D": 32, "causal": True}),
         torch.Generator().manual_seed(0), CPU, torch.float32,

@@ -11,6 +11,7 @@ import nodice
 from nodice.gate.pipeline import check
 from nodice.tasks import get_task
 from nodice.tasks.base import Workload
+from tests.fp32_bounds import assert_within, matmul_bound
 
 EXAMPLES = Path(nodice.__file__).parent / "examples" / "gemm"
 SEED = EXAMPLES / "seed.py"
@@ -83,8 +84,10 @@ def test_compose_and_select_map_each_sample_to_its_own_row() -> None:
         assert torch.equal(a[i], s.tensors["a"])
         (row,) = task.select(batch_out, i)
         (alone,) = task.select(task.reference(*task.compose(problem, [s], gen)), 0)
-        torch.testing.assert_close(row, alone, rtol=0, atol=1e-5)
-        torch.testing.assert_close(row, (s.tensors["a"].double() @ b.double()).float())
+        # One row alone and in a batch may take different BLAS paths: equal up to reassociation.
+        bound = matmul_bound(s.tensors["a"], b)
+        assert_within(row, alone, bound, f"row {i} alone")
+        assert_within(row, (s.tensors["a"].double() @ b.double()).float(), bound, f"row {i} exactly")
 
 
 def test_contexts_cross_the_small_m_and_tile_thresholds() -> None:

@@ -1,0 +1,55 @@
+"""The CPU runtime (nodice.gate.runtime.prepare): Triton's interpreter patches the language once a launch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from nodice.gate.runtime import prepare
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="Triton's interpreter runs the CPU gate")
+
+
+@triton.jit
+def _doubled(x):
+    return x * 2.0
+
+
+@triton.jit
+def _row_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+    # A helper of this module and one of triton.language (tl.sum's combine function) in every program.
+    tl.store(out_ptr + row, tl.sum(_doubled(x), axis=0))
+
+
+def test_a_launch_patches_the_language_once_whatever_its_helper_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prepare(torch.device("cpu"))
+    from triton.runtime import interpreter
+
+    patched = []
+    original = interpreter._patch_builtin
+
+    def counted(*args: Any) -> Any:
+        patched.append(args[0])
+        return original(*args)
+
+    monkeypatch.setattr(interpreter, "_patch_builtin", counted)
+    per_launch = []
+    # The first launch rewrites the helpers (which adds names to their modules): count the later ones.
+    for rows in (2, 2, 16):
+        x = torch.arange(rows * 5, dtype=torch.float32).reshape(rows, 5)
+        out = torch.empty(rows)
+        patched.clear()
+        _row_sums[(rows,)](x, out, 5, BLOCK=8)
+        per_launch.append(len(patched))
+        torch.testing.assert_close(out, 2 * x.sum(dim=1), rtol=0, atol=0)
+    # 16 programs call the helpers 32 times: the patching is the launch's, not theirs.
+    assert per_launch[1] == per_launch[2] > 0, per_launch
