@@ -46,7 +46,7 @@ What the gate's static stage says. It rejects the branch on M as an algorithm ch
 (``algorithm_selection_by_batch``): it counts two launches (partials, combine) against one
 (one pass) and can only match launches one to one, so it cannot see that both sides add the
 same slices in the same order. The claim is checked bitwise instead: under the interpreter by
-``tests/test_candidate_gemm_splitk.py`` and the dynamic stage (the CPU problem, K = 512 and
+``lab/tests/test_candidate_gemm_splitk.py`` and the dynamic stage (the CPU problem, K = 512 and
 N = 256, splits into 4 slices), on the GPU by the sweep's own check (the gate's GPU problem,
 K = N = 4096, does not split).
 """

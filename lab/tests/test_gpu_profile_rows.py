@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROF = ROOT / "lab" / "results" / "h200_2026-12-04" / "callO" / "prof"
 
 
