@@ -6,8 +6,11 @@ until the median stops moving (cheap kernels settle in a few dozen, so the
 benchmark stays short). Each chunk is queued behind a GPU sleep long enough for
 the host to enqueue the whole chunk first (``head_start_cycles``, from the
 host's measured time per call), so the events time the GPU, not the launcher.
-CPU (Triton's interpreter): ``perf_counter`` and the same median rule with
-fewer, longer calls.
+CPU (Triton's interpreter): the process's CPU time (``process_time``, every thread
+of the worker) and the same median rule with fewer, longer calls. CPU time counts
+the work a call does, not the other processes sharing the machine: on a loaded
+2-core runner a wall clock moved a candidate's score by 2-3x between evaluations,
+enough to reverse which of two kernels was faster.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import torch
 from nodice.gate import progress
 
 FLUSH_BYTES = 256 << 20
+# The clock of a CPU measurement (seconds of CPU time of this process) and its name in a score.
+CPU_CLOCK = time.process_time
+CPU_CLOCK_NAME = "process_time"
 
 
 @dataclass(frozen=True)
@@ -131,11 +137,11 @@ def time_cpu(fn: Callable[..., Any], args: tuple[Any, ...], policy: TimingPolicy
     while True:
         for _ in range(policy.chunk):
             progress.step()
-            t0 = time.perf_counter()
+            t0 = CPU_CLOCK()
             out = fn(*args)
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append((CPU_CLOCK() - t0) * 1e3)
         if _settled(times, policy, started):
-            return Timing(statistics.median(times), len(times), "perf_counter", out)
+            return Timing(statistics.median(times), len(times), CPU_CLOCK_NAME, out)
 
 
 def measure(fn: Callable[..., Any], args: tuple[Any, ...], device: torch.device) -> Timing:

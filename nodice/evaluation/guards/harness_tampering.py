@@ -261,6 +261,7 @@ class HarnessSnapshot:
         entries["sys.getprofile"] = id(sys.getprofile())
         entries["threading._trace_hook"] = id(getattr(threading, "_trace_hook", None))
         entries["time.perf_counter"] = id(time.perf_counter)
+        entries["time.process_time"] = id(time.process_time)
         entries["builtins.__import__"] = id(builtins.__import__)
         return cls(entries, hot)
 
@@ -324,6 +325,7 @@ class HotCheck:
             sys.getprofile(),
             getattr(threading, "_trace_hook", None),
             time.perf_counter,
+            time.process_time,
             builtins.__import__,
         )
 
