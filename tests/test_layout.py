@@ -7,6 +7,7 @@ style guide allows); a module may import its own floor or a lower one, never a h
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def _name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def _modules() -> dict[str, Path]:
     return {_name(p): p for p in PACKAGE.rglob("*.py") if "examples" not in p.relative_to(PACKAGE).parts}
 
@@ -83,11 +85,18 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
-def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _imports() -> dict[str, set[str]]:
     """Module → the package modules it imports at run time (at the top or inside a function)."""
+    modules = _modules()
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         skip = _type_checking_nodes(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
@@ -118,7 +127,7 @@ def test_every_room_has_a_floor() -> None:
 def test_no_import_runs_up_a_floor() -> None:
     upward = [
         f"{m} (floor {FLOORS[_room(m)]}) imports {t} (floor {FLOORS[_room(t)]})"
-        for m, targets in _imports(_modules()).items()
+        for m, targets in _imports().items()
         if m != "nodice"
         for t in sorted(targets)
         if FLOORS[_room(t)] > FLOORS[_room(m)]
@@ -171,27 +180,21 @@ def _circles(edges: dict[str, set[str]]) -> list[set[str]]:
     ],
 )
 def test_the_cut_circles_stay_cut(pair: tuple[str, str]) -> None:
-    assert not any(set(pair) <= c for c in _circles(_imports(_modules())))
+    assert not any(set(pair) <= c for c in _circles(_imports()))
 
 
 def test_no_new_circle_between_files() -> None:
-    new = [sorted(c) for c in _circles(_imports(_modules())) if c not in ALLOWED_CIRCLES]
+    new = [sorted(c) for c in _circles(_imports()) if c not in ALLOWED_CIRCLES]
     assert new == []
 
 
 def test_the_commands_live_in_one_package_with_one_way_to_fail() -> None:
-    defining = [
-        str(p.relative_to(PACKAGE))
-        for p in PACKAGE.rglob("*.py")
-        if "examples" not in p.parts and "typer.Exit(" in p.read_text(encoding="utf-8")
-    ]
+    sources = {str(p.relative_to(PACKAGE)): p.read_text(encoding="utf-8") for p in _modules().values()}
+    defining = [name for name, text in sources.items() if "typer.Exit(" in text]
     assert all(d.startswith("cli/") for d in defining), defining
     failing = [
         str(p.relative_to(PACKAGE))
-        for p in PACKAGE.rglob("*.py")
-        if any(
-            isinstance(n, ast.FunctionDef) and n.name in ("_fail", "fail")
-            for n in ast.parse(p.read_text(encoding="utf-8")).body
-        )
+        for p in _modules().values()
+        if any(isinstance(n, ast.FunctionDef) and n.name in ("_fail", "fail") for n in _tree(p).body)
     ]
     assert failing == ["cli/common.py"]
