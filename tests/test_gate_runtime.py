@@ -1,4 +1,4 @@
-"""The CPU runtime (nodice.gate.runtime.prepare): Triton's interpreter patches the language once a process."""
+"""The CPU runtime (nodice.gate.runtime.prepare): Triton's interpreter patches the language once a launch."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _row_sums(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + row, tl.sum(_doubled(x), axis=0))
 
 
-def test_the_language_is_patched_once_whatever_the_launches_and_their_helpers(
+def test_a_launch_patches_the_language_once_whatever_its_helper_calls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     prepare(torch.device("cpu"))
@@ -43,7 +43,7 @@ def test_the_language_is_patched_once_whatever_the_launches_and_their_helpers(
 
     monkeypatch.setattr(interpreter, "_patch_builtin", counted)
     per_launch = []
-    # Once patched (by the first launch here, or by an earlier test's in this process), it stays.
+    # The first launch rewrites the helpers (which adds names to their modules): count the later ones.
     for rows in (2, 2, 16):
         x = torch.arange(rows * 5, dtype=torch.float32).reshape(rows, 5)
         out = torch.empty(rows)
@@ -51,5 +51,5 @@ def test_the_language_is_patched_once_whatever_the_launches_and_their_helpers(
         _row_sums[(rows,)](x, out, 5, BLOCK=8)
         per_launch.append(len(patched))
         torch.testing.assert_close(out, 2 * x.sum(dim=1), rtol=0, atol=0)
-    # 16 programs call the helpers 32 times, and three launches ran: none of them patched again.
-    assert per_launch[1] == per_launch[2] == 0, per_launch
+    # 16 programs call the helpers 32 times: the patching is the launch's, not theirs.
+    assert per_launch[1] == per_launch[2] > 0, per_launch

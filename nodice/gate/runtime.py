@@ -35,7 +35,7 @@ def prepare(device: torch.device) -> None:
     # triton.jit decides at decoration time whether to interpret.
     os.environ["TRITON_INTERPRET"] = "1"
     _install_deterministic_interpreter_dot()
-    _patch_the_language_once()
+    _patch_the_language_once_per_launch()
 
 
 def _install_deterministic_interpreter_dot() -> None:
@@ -83,14 +83,13 @@ def _memoised(fn: Any) -> Any:
     return memoised
 
 
-def _patch_the_language_once() -> None:
-    """Patch ``triton.language`` for the interpreter once per process, not at every call.
+def _patch_the_language_once_per_launch() -> None:
+    """Skip the interpreter's re-patching of ``triton.language`` at every device-function call.
 
-    Every launch patches the language modules (``inspect.getmembers`` over them) and restores them
-    when its grid is done; every ``@triton.jit`` helper called inside it patches them again, never
-    restored. In the gate's processes nothing but interpreted kernels uses those modules' builtins
-    (host code builds no ``tl.tensor``), so the first patch is kept for the process's life: about a
-    third of the interpreter's time for a kernel with helpers, and the same operations, bit for bit.
+    A launch patches the language modules for its whole grid; each ``@triton.jit`` helper called
+    inside it patches them again (``inspect.getmembers`` over the modules, never restored), about a
+    quarter of the time of a kernel with helpers. A helper whose language modules the running launch
+    already patched now reuses them; anything else is patched as before.
     """
     try:
         import triton.language as tl
@@ -99,19 +98,31 @@ def _patch_the_language_once() -> None:
         return
     if getattr(interpreter, "_nodice_patch_once", False):
         return
-    if not all(hasattr(interpreter, n) for n in ("_patch_lang", "_LangPatchScope")):
+    if not all(hasattr(interpreter, n) for n in ("_patch_lang", "_LangPatchScope", "GridExecutor")):
         return  # another Triton: leave its interpreter as it is
-    original_patch = interpreter._patch_lang
-    done: set[int] = set()  # ids of the language modules patched for good
+    original_patch, original_launch = interpreter._patch_lang, interpreter.GridExecutor.__call__
+    patched: list[set[int]] = []  # per running launch, the ids of the language modules it patched
+
+    def languages(fn: Any) -> set[int]:
+        return {id(v) for v in fn.__globals__.values() if v is tl or v is tl.core}
 
     def patch_lang(fn: Any) -> Any:
-        languages = {id(v) for v in fn.__globals__.values() if v is tl or v is tl.core}
-        if not languages <= done:
-            original_patch(fn)  # its scope is dropped: nothing is restored
-            done.update(languages)
-        return interpreter._LangPatchScope()
+        if patched and languages(fn) <= patched[-1]:
+            return interpreter._LangPatchScope()  # nothing to restore
+        scope = original_patch(fn)
+        if patched:
+            patched[-1] |= languages(fn)
+        return scope
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        patched.append(set())
+        try:
+            return original_launch(self, *args, **kwargs)
+        finally:
+            patched.pop()
 
     interpreter._patch_lang = patch_lang
+    interpreter.GridExecutor.__call__ = launch
     # Which numpy dtype holds a Triton dtype: rebuilt as a dict of 19 entries on every call
     # (several per operation and program); a fixed mapping, so asked once per dtype.
     if hasattr(interpreter, "_get_np_dtype"):
