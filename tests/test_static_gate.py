@@ -192,3 +192,15 @@ def test_pathological_file_runs_out_of_budget_not_forever(tmp_path: Path) -> Non
     violations, _ = run_static(p, get_task("rmsnorm"))
     assert time.perf_counter() - t0 < 10
     assert violations == []
+
+
+@pytest.mark.parametrize("mode", ["--no-sandbox", "--static-only"])
+@pytest.mark.parametrize("needs_sandbox", [["--bench"], ["--store", "evals.sqlite"]])
+def test_benchmark_and_store_refuse_to_run_outside_the_sandbox(mode: str, needs_sandbox: list[str]) -> None:
+    res = CliRunner().invoke(
+        app, ["check", str(SEED), "-t", "rmsnorm", "--device", "cpu", mode, *needs_sandbox]
+    )
+    assert res.exit_code == 2
+    assert res.output.strip() == (
+        "--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only"
+    )

@@ -194,6 +194,8 @@ def _run_check(
     """The one route of ``nodice check``: the request through an Evaluator; prints, exits with the code."""
     from nodice.evaluation import Evaluator
 
+    if (request.bench or where.store is not None) and where.isolation == "inline":
+        fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
     try:
         ev = Evaluator(
             device=where.device, isolation=where.isolation, timeout_s=where.timeout, store=where.store

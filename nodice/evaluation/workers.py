@@ -343,7 +343,11 @@ class InlineWorker(Worker):
             return JobOutcome(error_payload(job, self.requested_device or "", exc.line()))
         prepare(device)
         self.device = device.type
-        return JobOutcome(run_job(job, device), device=device.type)
+        try:
+            payload = run_job(job, device)
+        except Exception as exc:  # a harness bug still gets an answer, as in a worker process
+            return JobOutcome(None, f"internal error: {type(exc).__name__}: {exc}"[:400], device=device.type)
+        return JobOutcome(payload, device=device.type)
 
     def close(self) -> None:
         pass
