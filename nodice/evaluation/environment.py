@@ -9,13 +9,15 @@ from typing import Any
 
 
 def describe_environment(device: str) -> dict[str, Any]:
+    """Plain Python values only: the parent unpickles this without importing torch (``torch.__version__``
+    is a ``TorchVersion``, whose unpickling alone would cost the parent a torch import)."""
     import torch
 
     env: dict[str, Any] = {
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "device": device,
     }
     try:
@@ -30,7 +32,7 @@ def describe_environment(device: str) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(idx)
         env.update(
             {
-                "cuda": torch.version.cuda,
+                "cuda": str(torch.version.cuda),
                 "cudnn": torch.backends.cudnn.version(),
                 "gpu": props.name,
                 "gpu_memory_gb": round(props.total_memory / 2**30, 1),
@@ -40,6 +42,6 @@ def describe_environment(device: str) -> dict[str, Any]:
         )
     else:
         env.update(
-            {"cuda": torch.version.cuda, "gpu": None, "cpu": platform.processor() or platform.machine()}
+            {"cuda": None if torch.version.cuda is None else str(torch.version.cuda), "gpu": None, "cpu": platform.processor() or platform.machine()}
         )
     return env
