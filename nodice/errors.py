@@ -67,6 +67,14 @@ class ReferenceFileError(NodiceError):
     kind = "bad reference"
 
 
+class NotApplicableError(NodiceError):
+    """The operator itself couples samples: its reference gives a sample no output of its own (a
+    reduction or normalisation across the batch, a batch-mean loss, training-mode BatchNorm, a random
+    draw). No candidate can be batch-invariant for it, so none is judged (verdict ``not_applicable``)."""
+
+    kind = "not batch-applicable"
+
+
 class DefinitionError(NodiceError):
     """A FlashInfer-Bench Definition nodice cannot judge: unreadable, invalid, or mapped to no task."""
 

@@ -49,13 +49,18 @@ def render_result(r: CheckResult, console: Console = out) -> None:
 
 
 def _task_and_entry(
-    task: str | None, reference: Path | None, batch_axis: int | None, entry: str | None
+    task: str | None,
+    reference: Path | None,
+    batch_axis: int | None,
+    entry: str | None,
+    batch_size: int | None = None,
+    eval_mode: bool = False,
 ) -> tuple[str, str]:
     """The task name and entry point from ``--task`` or ``--reference`` (exactly one of them)."""
     from nodice.references import REFERENCE_ENTRY, task_from_options
 
     try:
-        name = task_from_options(task, reference, batch_axis, "--task T")
+        name = task_from_options(task, reference, batch_axis, "--task T", batch_size, eval_mode)
     except NodiceError as exc:
         fail(exc.line())
     return name, entry or (REFERENCE_ENTRY if reference is not None else "kernel")
@@ -78,6 +83,22 @@ def check(
     batch_axis: Annotated[
         int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
     ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            help="with --reference: shrink the batch axis of get_inputs() to N samples (the other "
+            "dimensions stay); for problems sized for a larger device",
+        ),
+    ] = None,
+    eval_mode: Annotated[
+        bool,
+        typer.Option(
+            "--eval-mode",
+            help="with --reference: run Model and ModelNew in eval mode (default: training mode, "
+            "as KernelBench's harness runs them)",
+        ),
+    ] = False,
     definition: Annotated[
         Path | None,
         typer.Option(
@@ -146,11 +167,13 @@ def check(
     if definition is None:
         if trace is not None:
             fail("--trace goes with --definition")
-        task, entry = _task_and_entry(task, reference, batch_axis, entry)
+        task, entry = _task_and_entry(task, reference, batch_axis, entry, batch_size, eval_mode)
         _run_check(request(file, task, entry, bench), str(file), where)
         return
     if task is not None or reference is not None or entry is not None:
         fail("--definition names the task and the entry point: drop --task, --reference and --entry")
+    if batch_axis is not None or batch_size is not None or eval_mode:
+        fail("--batch-axis, --batch-size and --eval-mode go with --reference")
     if trace is not None and isolation == "inline":
         fail("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
     import tempfile

@@ -17,6 +17,7 @@ VERDICT_STYLE = {
     "bi_violation": "bold red",
     "incorrect": "bold yellow",
     "cheat": "bold magenta",
+    "not_applicable": "bold cyan",
     "error": "bold red",
 }
 

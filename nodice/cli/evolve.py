@@ -25,6 +25,14 @@ def evolve(
     batch_axis: Annotated[
         int | None, typer.Option("--batch-axis", help="with --reference: the batch axis of every tensor (0)")
     ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="with --reference: shrink the batch axis of get_inputs() to N"),
+    ] = None,
+    eval_mode: Annotated[
+        bool,
+        typer.Option("--eval-mode", help="with --reference: modules in eval mode (default: training mode)"),
+    ] = False,
     run_dir: Annotated[
         Path | None, typer.Option(help="run directory (default: runs/TASK); resumed if it exists")
     ] = None,
@@ -82,7 +90,7 @@ def evolve(
     from nodice.references import task_from_options
 
     try:
-        task = task_from_options(task, reference, batch_axis, "a TASK")
+        task = task_from_options(task, reference, batch_axis, "a TASK", batch_size, eval_mode)
     except NodiceError as exc:
         fail(exc.line())
     opts = EvolveOptions(

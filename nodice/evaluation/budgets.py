@@ -70,6 +70,7 @@ _STAGES = {
     "baselines": "loading the library baselines",
     "load": "the candidate's import",
     "reference": "reading the reference file",
+    "applicability": "checking that the reference gives each sample an output of its own",
     "guards": "the anti-cheat probes",
     "correctness": "reference correctness",
     "dynamic": "dynamic validation",
@@ -131,6 +132,9 @@ class Budgets:
                 "and one Model call"
             )
             return StepBudget(self.import_s, basis, False)
+        if stage == "applicability":
+            basis = f"budget {self.harness_s:.0f} s for each float64 call of the reference"
+            return StepBudget(self.harness_s, basis, False)
         if stage == "load":
             basis = f"budget {self.import_s:.0f} s for the candidate's module-level code"
             return StepBudget(self.import_s, basis, False)

@@ -42,6 +42,10 @@ def describe_environment(device: str) -> dict[str, Any]:
         )
     else:
         env.update(
-            {"cuda": None if torch.version.cuda is None else str(torch.version.cuda), "gpu": None, "cpu": platform.processor() or platform.machine()}
+            {
+                "cuda": None if torch.version.cuda is None else str(torch.version.cuda),
+                "gpu": None,
+                "cpu": platform.processor() or platform.machine(),
+            }
         )
     return env

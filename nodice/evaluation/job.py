@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from nodice.errors import NodiceError
+from nodice.errors import NodiceError, NotApplicableError
 from nodice.evaluation.guards import background_thread, harness_tampering, static_violation
 from nodice.evaluation.guards import unsynchronized_work as late_work
 from nodice.evaluation.guards.guardian import Guardian
@@ -43,9 +43,13 @@ def _error(job: EvaluationRequest, device: str, line: str) -> CheckResult:
     return CheckResult("error", job.task, job.path, device, "", error=line, reason=line)
 
 
-def error_payload(job: EvaluationRequest, device: str, line: str) -> dict[str, Any]:
-    """The answer to a request that could not start (no such task, file or device)."""
-    return {"check": _error(job, device, line).to_dict(), "scores": [], "timings": {}}
+def error_payload(job: EvaluationRequest, device: str, line: str | NodiceError) -> dict[str, Any]:
+    """The answer to a request that could not start (no such task, file or device; a reference that
+    couples its samples is ``not_applicable``)."""
+    result = _error(job, device, line if isinstance(line, str) else line.line())
+    if isinstance(line, NotApplicableError):
+        result.not_applicable(line)
+    return {"check": result.to_dict(), "scores": [], "timings": {}}
 
 
 def _forget_candidate_modules(before: set[str], folder: Path) -> None:
@@ -100,7 +104,7 @@ def run_job(job: EvaluationRequest, device: torch.device) -> dict[str, Any]:
         task = get_task(job.task)
         source = read_source(path)
     except NodiceError as exc:
-        return error_payload(job, device.type, exc.line())
+        return error_payload(job, device.type, exc)
 
     guards = job.guards
     progress.stage("static")

@@ -49,7 +49,7 @@ class EvolveOptions:
 def check_task_name(task: str) -> None:
     """Fail on an unknown task without importing the catalog (and PyTorch with it) in this process."""
     if is_reference_task(task):
-        path, _ = parse_task_name(task)
+        path = parse_task_name(task).path
         if not path.is_file():
             raise ReferenceFileError(f"no such reference file: {path}")
         return
@@ -78,7 +78,7 @@ def pick_device(device: str | None, remote: bool = False) -> str:
 def default_run_dir(task: str) -> Path:
     """``runs/TASK``; ``runs/<file stem>`` for a reference file."""
     if is_reference_task(task):
-        return Path("runs") / parse_task_name(task)[0].stem
+        return Path("runs") / parse_task_name(task).path.stem
     return Path("runs") / task
 
 
@@ -88,7 +88,7 @@ def entry_for(task: str) -> str:
 
 def seed_source(task: str, seed: Path | None) -> str:
     if seed is None and is_reference_task(task):
-        return reference_seed(parse_task_name(task)[0])
+        return reference_seed(parse_task_name(task).path)
     path = seed or EXAMPLES_DIR / task / "seed.py"
     if not path.is_file():
         where = f"{seed}" if seed else f"the task '{task}' ships no seed; pass --seed FILE"
@@ -196,6 +196,6 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         if not lineage.has_commits():
             origin = str(opts.seed) if opts.seed else f"the {opts.task} example seed"
             if opts.seed is None and is_reference_task(opts.task):
-                origin = f"the reference {parse_task_name(opts.task)[0].name} itself"
+                origin = f"the reference {parse_task_name(opts.task).path.name} itself"
             lineage.commit_workspace(f"run: evolve {opts.task} from {origin}\n")
     return run, config, resumed

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from nodice.errors import NodiceError
+from nodice.errors import NodiceError, NotApplicableError
 from nodice.gate import progress
+from nodice.gate.applicability import check_applicable
 from nodice.gate.branches import BranchWatch, confirmable
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import validate
@@ -121,6 +122,10 @@ def check(
             result.notes.append(CPU_NOTE)
         seed = secrets.randbits(31) if seed is None else seed
         result.notes.append(f"seed={seed}")
+        t0 = time.perf_counter()
+        check_applicable(t, dev, seed)  # the operator first: a reference that couples samples blames no one
+        if getattr(t, "reference_exact", None) is not None:
+            result.stages.append(StageResult("applicability", "pass", _ms(t0)))
         p = Path(path)
         portability = triton_globals.note(triton_globals.nonconstexpr_globals(read_source(p.resolve())))
         if portability:
@@ -238,6 +243,8 @@ def check(
                 _settle(watch, result)
     except CheatDetected as exc:
         result.reject_as_cheat(exc)
+    except NotApplicableError as exc:
+        result.not_applicable(exc)
     except NodiceError as exc:
         result.verdict = "error"
         result.error = exc.line()

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from nodice.errors import NodiceError
 
-Verdict = Literal["pass", "bi_violation", "incorrect", "cheat", "error"]
+Verdict = Literal["pass", "bi_violation", "incorrect", "cheat", "not_applicable", "error"]
 StageVerdict = Literal["pass", "reject", "error", "skipped", "unresolved"]
 
 # Exit codes of `nodice check` (SPEC §4).
@@ -97,12 +97,16 @@ class CheckResult:
     def exit_code(self) -> int:
         if self.verdict == "pass":
             return EXIT_PASS
-        if self.verdict == "error":
+        if self.verdict in ("error", "not_applicable"):  # no candidate was judged
             return EXIT_ERROR
         return EXIT_REJECTED
 
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)
+
+    def not_applicable(self, exc: NodiceError) -> None:
+        """The operator couples its samples: nothing about the candidate is judged (SPEC §4)."""
+        self.verdict, self.reason, self.error = "not_applicable", exc.line(), exc.line()
 
     def reject_as_cheat(self, cheat: CheatDetected) -> None:
         """The one way a guard's finding becomes the verdict: ``cheat``, its rule, its line as the reason."""

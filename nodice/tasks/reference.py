@@ -12,8 +12,12 @@ passed through unchanged.
 then every parameter and buffer of ``Model`` whose name and shape ``ModelNew``
 shares is copied into it (so a ``ModelNew`` that keeps ``Model``'s layer names
 computes with the same weights even if it initialises them differently); both
-run in eval mode without autograd. The reference is ``Model`` in fp32 on the
-same inputs upcast to fp32, its outputs cast to the inputs' dtype.
+run without autograd, in training mode as KernelBench's harness runs them
+(``--eval-mode``: eval mode). The reference is ``Model`` in fp32 on the same
+inputs upcast to fp32, its outputs cast to the inputs' dtype;
+:meth:`ReferenceTask.reference_exact` runs it in float64, which is how the gate
+asks whether the operator gives a sample an output of its own at all
+(:mod:`nodice.gate.applicability`).
 
 The task travels between processes by name (``nodice.references``).
 """
@@ -35,6 +39,7 @@ from nodice.tasks.reference_file import (
     INIT_SEED,
     ReferenceFile,
     call_user,
+    check_fits,
     read_reference,
     seeded,
 )
@@ -50,18 +55,19 @@ _SIZES = {"cpu": [2, 3, 8, 17, 64], "cuda": [2, 3, 8, 31, 64, 132, 257, 1024]}
 _CONTEXT_BYTES = {"cpu": 64 << 20, "cuda": 4 << 30}
 
 
-_TASKS: dict[tuple[str, int, int, int], ReferenceTask] = {}
+_TASKS: dict[tuple[str, int, int], ReferenceTask] = {}
 
 
 def reference_task(name: str) -> ReferenceTask:
     """The task for a ``reference:`` name, rebuilt when the file changes."""
-    path, axis = parse_task_name(name)
+    spec = parse_task_name(name)
+    path = spec.path
     if not path.is_file():
         raise ReferenceFileError(f"no such reference file: {path}")
     st = path.stat()
-    key = (str(path), st.st_mtime_ns, st.st_size, axis)
+    key = (name, st.st_mtime_ns, st.st_size)
     if key not in _TASKS:
-        _TASKS[key] = ReferenceTask(read_reference(path, axis), name)
+        _TASKS[key] = ReferenceTask(read_reference(path, spec), name)
     return _TASKS[key]
 
 
@@ -83,7 +89,8 @@ class ReferenceTask(Task):
         n_out = len(ref.outputs)
         self.output_names = ("out",) if not ref.returns_tuple else tuple(f"out{i}" for i in range(n_out))
         self.signature = self._signature()
-        self._models: dict[str, torch.nn.Module] = {}
+        self._models: dict[tuple[str, torch.dtype], torch.nn.Module] = {}
+        self.training = not ref.eval_mode
 
     # ---- description ------------------------------------------------------------
     def _dims(self, shape: tuple[int, ...]) -> str:
@@ -103,7 +110,13 @@ class ReferenceTask(Task):
         )
 
     def describe(self) -> dict[str, Any]:
-        return super().describe() | {"reference": str(self.ref.path), "batch_axis": self.axis}
+        return super().describe() | {
+            "reference": str(self.ref.path),
+            "batch_axis": self.axis,
+            "batch": self.ref.batch,
+            "mode": "training" if self.training else "eval",
+            **({"shrunk": self.ref.shrunk} if self.ref.shrunk else {}),
+        }
 
     # ---- dtypes --------------------------------------------------------------------
     def dtype_for(self, device: torch.device) -> torch.dtype:
@@ -145,6 +158,13 @@ class ReferenceTask(Task):
     def problem(
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
     ) -> Problem:
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            size = torch.empty((), dtype=dtype).element_size()
+            floats = sum(_prod(s.shape) * size for s in self.ref.inputs if s.batched)
+            check_fits(
+                self.ref.path, floats, self.ref.batch, free, f"free on {torch.cuda.get_device_name(device)}"
+            )
         values = {i: s.value for i, s in enumerate(self.ref.inputs) if not s.batched}
         # Slices of get_inputs() calls not handed out yet: one call makes a full batch of samples.
         return Problem(device, dtype, {"B": self.ref.batch}, {"values": values, "pool": []})
@@ -193,12 +213,12 @@ class ReferenceTask(Task):
             spec.append((torch.Size(shape), dtype if o.dtype.is_floating_point else o.dtype))
         return spec
 
-    def _model(self, device: torch.device) -> torch.nn.Module:
-        key = str(device)
+    def _model(self, device: torch.device, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+        key = (str(device), dtype)
         if key not in self._models:
             path = self.ref.path
             model = seeded(lambda: call_user(self._construct, "Model(*get_init_inputs())", path), INIT_SEED)
-            self._models[key] = model.to(device).float().eval()
+            self._models[key] = model.to(device).to(dtype).train(self.training)
         return self._models[key]
 
     def _construct(self) -> torch.nn.Module:
@@ -208,7 +228,7 @@ class ReferenceTask(Task):
         """``Model`` as the user runs it: built under the task's seed, on ``device``, in ``dtype``."""
         path = self.ref.path
         model = seeded(lambda: call_user(self._construct, "Model(*get_init_inputs())", path), INIT_SEED)
-        return model.to(device).to(dtype).eval()
+        return model.to(device).to(dtype).train(self.training)
 
     def placement(self, args: tuple[Any, ...]) -> tuple[torch.device, torch.dtype]:
         """The device of a batch's tensors and the dtype of its float inputs (fp32 if none)."""
@@ -224,6 +244,14 @@ class ReferenceTask(Task):
         spec = self.output_spec(args)
         cast = tuple(o.to(dt).contiguous() for o, (_, dt) in zip(outs, spec, strict=True))
         return cast if self.ref.returns_tuple else cast[0]
+
+    def reference_exact(self, *args: Any) -> tuple[torch.Tensor, ...]:
+        """``Model`` in float64 on the inputs upcast to float64 (in the mode it is judged in)."""
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        up = tuple(a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+        with torch.no_grad():
+            out = call_user(lambda: self._model(device, torch.float64)(*up), "Model.forward", self.ref.path)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     def correctness_batches(self, device: torch.device) -> list[int]:
         b = self.ref.batch
@@ -246,7 +274,7 @@ class ReferenceTask(Task):
             shared = {k: v for k, v in ref_state.items() if k in state and state[k].shape == v.shape}
             module.load_state_dict(shared, strict=False)
             module = module.to(device)
-            return (module.to(dtype) if dtype.is_floating_point else module).eval()
+            return (module.to(dtype) if dtype.is_floating_point else module).train(self.training)
 
         what = f"{name}(*get_init_inputs())"
         module = seeded(lambda: call_user(build, what, path, EntryPointError), INIT_SEED)

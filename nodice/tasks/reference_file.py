@@ -4,7 +4,16 @@
 ``Model`` on what it returns, and checks everything the gate relies on: every
 tensor input and every output carries the batch axis, with one batch size.
 Each failure is a :class:`nodice.errors.ReferenceFileError`, one line naming the file and
-what is wrong with it.
+what is wrong with it; a ``Model`` whose output has no batch axis (a batch-mean
+loss) is a :class:`nodice.errors.NotApplicableError`.
+
+Before anything is allocated, ``get_inputs()`` runs once on PyTorch's meta
+device, which gives the shapes for free: a problem sized for a large GPU (some
+KernelBench problems draw several gigabytes a call) is refused with the size it
+needs, the memory this process may use, and the ``--batch-size`` that fits.
+``--batch-size N`` shrinks the batch axis only: through the file's own
+``batch_size`` global where ``get_inputs()`` reads one (KernelBench's convention),
+otherwise by keeping the first N samples of each call.
 """
 
 from __future__ import annotations
@@ -17,11 +26,17 @@ from typing import Any
 
 import torch
 
-from nodice.errors import CandidateLoadError, NodiceError, ReferenceFileError
+from nodice.errors import CandidateLoadError, NodiceError, NotApplicableError, ReferenceFileError
+from nodice.references import ReferenceSpec
 
 # ``Model`` and ``ModelNew`` are built under this seed, so parameters a module draws at
 # construction are the same in both (KernelBench seeds both constructions alike).
 INIT_SEED = 42
+# The gate holds about this many batches of the reference's own size at once (the inputs, their
+# fp32 copy for the reference, the reference's output and the candidate's).
+BATCHES_HELD = 4
+# The file-level name KernelBench's problems give their batch size.
+BATCH_GLOBAL = "batch_size"
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,10 @@ class ReferenceFile:
     init_inputs: tuple[Any, ...]
     # The tuple/list shape of Model's return value (False: one tensor).
     returns_tuple: bool
+    # Modules run in training mode (KernelBench's harness never calls .eval()) unless this is set.
+    eval_mode: bool = False
+    # How the batch was shrunk ("" when get_inputs() gives it as it is).
+    shrunk: str = ""
 
 
 def _where(exc: BaseException, path: Path) -> str:
@@ -142,6 +161,12 @@ def _read_outputs(path: Path, out: Any, axis: int, batch: int) -> tuple[list[Out
         label = f"output {i}" if is_tuple else "the output"
         if not isinstance(o, torch.Tensor):
             raise ReferenceFileError(f"{path.name}: {label} of Model is a {type(o).__name__}, not a tensor")
+        if batch > 1 and (o.dim() <= axis or int(o.shape[axis]) == 1):
+            raise NotApplicableError(
+                f"{path.name}: {label} of Model has shape {tuple(o.shape)} for a batch of {batch}: it "
+                f"reduces over the batch axis (as a batch-mean loss does), so no sample has an output "
+                "of its own and no candidate can be judged for batch invariance"
+            )
         if o.dim() <= axis or int(o.shape[axis]) != batch:
             raise ReferenceFileError(
                 f"{path.name}: {label} of Model has shape {tuple(o.shape)}, not {batch} on batch axis "
@@ -151,10 +176,110 @@ def _read_outputs(path: Path, out: Any, axis: int, batch: int) -> tuple[list[Out
     return slots, is_tuple
 
 
-def read_reference(path: str | Path, batch_axis: int = 0) -> ReferenceFile:
+def _meta_inputs(get_inputs: Callable[[], Any]) -> list[Any] | None:
+    """What ``get_inputs()`` returns, drawn on the meta device (shapes, no memory); None if it cannot."""
+    try:
+        with torch.device("meta"):
+            raw = seeded(get_inputs, INIT_SEED)
+    except Exception:  # a get_inputs that moves or reads its tensors: sized by the real call instead
+        return None
+    return list(raw) if isinstance(raw, (list, tuple)) else None
+
+
+def _batch_of(raw: list[Any], axis: int) -> int | None:
+    sizes = [int(v.shape[axis]) for v in raw if isinstance(v, torch.Tensor) and v.dim() > axis]
+    return sizes[0] if sizes else None
+
+
+def _nbytes(raw: list[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in raw if isinstance(v, torch.Tensor))
+
+
+def memory_available() -> int | None:
+    """Bytes this process may still allocate: the host's available memory, within an address-space cap."""
+    import resource
+
+    avail: int | None = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * resource.getpagesize()
+            room = max(soft - used, 0)
+            avail = room if avail is None else min(avail, room)
+        except (OSError, ValueError, IndexError):
+            pass
+    return avail
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def check_fits(path: Path, nbytes: int, batch: int, available: int | None, where: str) -> None:
+    """Refuse a batch the gate cannot hold ``BATCHES_HELD`` times in ``available`` bytes of ``where``."""
+    need = BATCHES_HELD * nbytes
+    if available is None or need <= available:
+        return
+    per_sample = max(nbytes // max(batch, 1), 1)
+    fits = max(available // (BATCHES_HELD * per_sample), 0)
+    hint = f"--batch-size {fits} fits" if fits >= 1 else "not even one sample fits"
+    raise ReferenceFileError(
+        f"{path.name}: one get_inputs() call takes {_gb(nbytes)} (batch {batch}, {_gb(per_sample)} a "
+        f"sample) and the gate holds about {BATCHES_HELD} such batches, more than the {_gb(available)} "
+        f"{where}: shrink the batch axis with --batch-size N ({hint})"
+    )
+
+
+def _shrink(
+    path: Path, module: Any, spec: ReferenceSpec, meta: list[Any] | None, full: int | None
+) -> tuple[Callable[[], Any], str]:
+    """``get_inputs`` giving batches of ``spec.batch_size``, and how it was done."""
+    n, axis, get_inputs = spec.batch_size, spec.batch_axis, module.get_inputs
+    if n is None or n == full:
+        return get_inputs, ""
+    own = getattr(module, BATCH_GLOBAL, None)
+    if meta is not None and isinstance(own, int) and not isinstance(own, bool) and own == full:
+        setattr(module, BATCH_GLOBAL, n)
+        again = _meta_inputs(get_inputs)
+        want = [
+            tuple(n if d == axis else s for d, s in enumerate(v.shape))
+            if isinstance(v, torch.Tensor)
+            else None
+            for v in meta
+        ]
+        got = [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in again or []]
+        if again is not None and got == want:
+            return get_inputs, f"its {BATCH_GLOBAL} global set to {n} (was {full})"
+        setattr(module, BATCH_GLOBAL, own)  # the global sizes more than the batch: slice instead
+    if full is not None and n > full:
+        raise ReferenceFileError(
+            f"{path.name}: --batch-size {n} is larger than get_inputs()'s batch of {full}, and the file has "
+            f"no {BATCH_GLOBAL} global that sizes the batch alone"
+        )
+
+    def first_n() -> list[Any]:
+        raw = as_list(get_inputs(), "get_inputs()")
+        return [
+            v.narrow(axis, 0, n).clone() if isinstance(v, torch.Tensor) and v.dim() > axis else v for v in raw
+        ]
+
+    return first_n, f"the first {n} samples of each get_inputs() call"
+
+
+def read_reference(path: str | Path, batch_axis: int | ReferenceSpec = 0) -> ReferenceFile:
     """Import and validate a reference file (runs its ``get_inputs`` and ``Model`` once, on CPU)."""
     from nodice.loader import import_file
 
+    spec = batch_axis if isinstance(batch_axis, ReferenceSpec) else ReferenceSpec(Path(path), batch_axis)
+    batch_axis = spec.batch_axis
     if batch_axis < 0:
         raise ReferenceFileError(f"--batch-axis must be 0 or more, not {batch_axis}")
     try:
@@ -174,15 +299,33 @@ def read_reference(path: str | Path, batch_axis: int = 0) -> ReferenceFile:
         if not callable(getattr(module, name)):
             raise ReferenceFileError(f"{name} in {p.name} is not callable")
     init = tuple(as_list(call_user(module.get_init_inputs, "get_init_inputs()", p), "get_init_inputs()"))
-    raw = as_list(seeded(lambda: call_user(module.get_inputs, "get_inputs()", p), INIT_SEED), "get_inputs()")
+    meta = _meta_inputs(module.get_inputs)
+    full = None if meta is None else _batch_of(meta, batch_axis)
+    get_inputs, shrunk = _shrink(p, module, spec, meta, full)
+    if meta is not None and full is not None:
+        # The size one call will take, checked before it is taken (slicing draws the full batch first).
+        n = spec.batch_size if spec.batch_size is not None and shrunk.startswith("its ") else full
+        check_fits(p, _nbytes(meta) * n // full, n, memory_available(), "this process may use")
+    raw = as_list(seeded(lambda: call_user(get_inputs, "get_inputs()", p), INIT_SEED), "get_inputs()")
     if not raw:
         raise ReferenceFileError(f"{p.name}: get_inputs() returns no inputs")
     names = forward_names(model_cls, len(raw))
     batch, inputs = _read_inputs(p, raw, batch_axis, names)
     model = seeded(lambda: call_user(lambda: model_cls(*init), "Model(*get_init_inputs())", p), INIT_SEED)
+    model.train(not spec.eval_mode)
     with torch.no_grad():
         out = call_user(lambda: model(*raw), "Model.forward(*get_inputs())", p)
     outputs, is_tuple = _read_outputs(p, out, batch_axis, batch)
     return ReferenceFile(
-        p, batch_axis, batch, tuple(inputs), tuple(outputs), model_cls, module.get_inputs, init, is_tuple
+        p,
+        batch_axis,
+        batch,
+        tuple(inputs),
+        tuple(outputs),
+        model_cls,
+        get_inputs,
+        init,
+        is_tuple,
+        spec.eval_mode,
+        shrunk,
     )
