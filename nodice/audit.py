@@ -4,6 +4,14 @@ A file or folder is judged by the full gate (each file in its own worker). An
 installed callable such as ``torch.nn.functional.scaled_dot_product_attention``
 is adapted to a task's signature and validated dynamically: library code has no
 source to analyse, so its verdict comes from running it.
+
+KernelBench-style artifacts are judged against their reference: ``--reference
+REF.py`` for ``ModelNew`` files, and a file that carries its own ``Model``,
+``get_inputs`` and ``get_init_inputs`` (a problem, or a solution written into
+one) against itself. The gate first asks whether the operator gives each sample
+an output of its own (:mod:`nodice.gate.applicability`); an artifact whose
+operator couples its samples is ``not_applicable``, and the table's summary
+counts the batch-applicable artifacts apart from the verdicts on them.
 """
 
 from __future__ import annotations
@@ -112,15 +120,41 @@ def _row(target: str, task_name: str, audit: BaselineAudit) -> AuditRow:
     return AuditRow(target, task_name, audit.verdict, mechanism, audit.detail)
 
 
-def _task_of(path: Path, task: str | None) -> str | None:
+REFERENCE_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+def _defines(path: Path) -> set[str]:
+    """Top-level names ``path`` defines (classes, functions, assignments); empty if it does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _task_of(path: Path, task: str | None) -> tuple[str | None, str]:
+    """The task of ``path`` and its entry point: ``task``, the catalog folder it sits in, or itself
+    as a KernelBench reference when it defines ``Model``, ``get_inputs`` and ``get_init_inputs``."""
+    from nodice.references import REFERENCE_ENTRY, is_reference_task, reference_task_name
     from nodice.tasks import CATALOG
 
     if task:
-        return task
+        return task, REFERENCE_ENTRY if is_reference_task(task) else "kernel"
     for parent in path.resolve().parents:
         if parent.name in CATALOG:
-            return parent.name
-    return None
+            return parent.name, "kernel"
+    names = _defines(path)
+    if set(REFERENCE_NAMES) <= names:
+        return reference_task_name(path), REFERENCE_ENTRY if REFERENCE_ENTRY in names else "Model"
+    return None, ""
 
 
 def audit_file(
@@ -128,10 +162,12 @@ def audit_file(
 ) -> AuditRow:
     from nodice.evaluation.sandbox import check_isolated
 
-    task_name = _task_of(path, task)
+    task_name, entry = _task_of(path, task)
     if task_name is None:
-        return AuditRow(str(path), "", "error", "", "cannot tell the task: pass --task")
-    r = check_isolated(timeout_s=timeout, path=str(path), task=task_name, device=device, seed=seed)
+        return AuditRow(str(path), "", "error", "", "cannot tell the task: pass --task or --reference REF.py")
+    r = check_isolated(
+        timeout_s=timeout, path=str(path), task=task_name, entry=entry, device=device, seed=seed
+    )
     mechanism = ""
     if r.findings and r.findings[0].severity == "violation":
         f = r.findings[0]
@@ -139,6 +175,22 @@ def audit_file(
     elif r.mismatch is not None:
         mechanism = f"dynamic: {r.mismatch.context.get('name')}"
     return AuditRow(str(path), task_name, r.verdict, mechanism, r.reason or r.error or "")
+
+
+def summary(rows: list[AuditRow]) -> str:
+    """One line: how many artifacts are batch-applicable, and the verdicts on those that are."""
+    judged = [r for r in rows if r.verdict not in ("error", "not_applicable")]
+    counts: dict[str, int] = {}
+    for r in judged:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    coupled = sum(r.verdict == "not_applicable" for r in rows)
+    errors = sum(r.verdict == "error" for r in rows)
+    verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "none judged"
+    tail = f"; {errors} could not be judged" if errors else ""
+    return (
+        f"batch-applicable: {len(judged)} of {len(rows) - errors} ({coupled} couple their samples); "
+        f"on the applicable ones: {verdicts}{tail}"
+    )
 
 
 def expand(targets: list[str]) -> list[str]:

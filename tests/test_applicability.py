@@ -314,3 +314,35 @@ def test_options_of_a_reference_are_refused_with_a_task(tmp_path: Path) -> None:
     proc = run_cli("check", "x.py", "--task", "rmsnorm", "--batch-size", "4", "--eval-mode")
     assert proc.returncode == 2
     assert "--batch-size, --eval-mode apply to --reference only" in proc.stderr
+
+
+def test_audit_counts_applicable_artifacts_apart_from_their_verdicts(tmp_path: Path) -> None:
+    """A folder of KernelBench-style problems audited as they are: each against itself."""
+    _write(tmp_path, "frobenius.py", COUPLING["frobenius"][0])
+    _write(
+        tmp_path,
+        "softmax.py",
+        """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.softmax(x, dim=1)
+
+        def get_inputs():
+            return [torch.randn(16, 40)]
+        """,
+    )
+    proc = run_cli("audit", str(tmp_path), "--device", "cpu", "--seed", "4", "--json")
+    assert proc.returncode == 2, proc.stderr
+    rows = {Path(r["target"]).name: r for r in json.loads(proc.stdout)}
+    assert rows["frobenius.py"]["verdict"] == "not_applicable"
+    assert "reduces over every element" in rows["frobenius.py"]["detail"]
+    assert rows["softmax.py"]["verdict"] == "pass"
+
+    from nodice.audit import AuditRow, summary
+
+    table = [AuditRow(name, r["task"], r["verdict"], "", "") for name, r in rows.items()]
+    table.append(AuditRow("broken.py", "", "error", "", "cannot tell the task"))
+    assert summary(table) == (
+        "batch-applicable: 1 of 2 (1 couple their samples); on the applicable ones: 1 pass; "
+        "1 could not be judged"
+    )
