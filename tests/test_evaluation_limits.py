@@ -13,7 +13,7 @@ import pytest
 
 from nodice.evaluation import Evaluation, Evaluator
 from nodice.evaluation.budgets import CALL_FLOOR_S, IMPORT_S, Budgets, stage_name
-from nodice.evaluation.clock import JobClock
+from nodice.evaluation.clock import TIMEOUT_HINT, JobClock, run_delay_s
 from nodice.evaluation.output import HEAD_BYTES, TAIL_BYTES, OutputCapture
 from nodice.evaluation.store import ResultStore
 from tests.conftest import ROOT
@@ -76,8 +76,69 @@ def test_a_running_compiler_process_extends_the_step_and_a_fixed_limit_does_not(
     assert fixed.hung(5.0, compiling)
     assert fixed.message(5.0) == (
         "timed out after 5 s in dynamic validation "
-        "(fixed 5 s limit on the whole evaluation, replacing the phase budgets)"
+        "(fixed 5 s limit on the whole evaluation, replacing the phase budgets; "
+        "a larger --timeout gives it more)"
     )
+
+
+class RunDelay:
+    """The worker's scheduler run delay as the clock reads it: seconds spent waiting for a CPU."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+
+def test_time_spent_waiting_for_a_cpu_is_off_the_clock_and_a_sleeping_hang_is_not() -> None:
+    budgets = Budgets.for_task("sampling", "cpu")
+    call = budgets.call_s
+    delay = RunDelay()
+    clock = JobClock(budgets, None, now=0.0)
+    clock.note("stage", "correctness", 0.0)
+    assert not clock.hung(0.1, idle, delay)  # the step's run delay is marked at its first look
+    # A busy host: the step ran for 40 % of the wall time and waited for a CPU the rest.
+    delay.seconds = 0.6 * (call + 5)
+    assert not clock.hung(call + 5, idle, delay)
+    assert not clock.hung(call + 5 + 0.6 * (call + 5) - 6, idle, delay)
+    # The step's own running time reaches the budget: a loop that never ends is still reported.
+    delay.seconds += 0.2  # below the noise floor: not an extension
+    now = 0.1 + call + 0.6 * (call + 5) + 0.05
+    assert clock.hung(now, idle, delay)
+    line = clock.message(now)
+    assert f"s more waiting for a CPU, off the clock; {TIMEOUT_HINT})" in line
+    # A worker that sleeps (a deadlock, time.sleep) waits for nothing: cut at its budget.
+    asleep = JobClock(budgets, None, now=0.0)
+    asleep.note("stage", "dynamic", 0.0)
+    still = RunDelay()
+    assert not asleep.hung(0.05, idle, still)
+    assert asleep.hung(call + 0.1, idle, still)
+
+
+def test_run_delay_reads_the_schedulers_wait_for_a_cpu() -> None:
+    """Two busy processes on one CPU: each waits about half the time, and schedstat says so."""
+    if run_delay_s(os.getpid()) is None:
+        pytest.skip("no /proc/<pid>/schedstat on this kernel")
+    cpu = min(os.sched_getaffinity(0))
+
+    def busy(seconds: int) -> str:
+        pin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\n"
+        return pin + f"t = time.time()\nwhile time.time() - t < {seconds}: pass"
+
+    rival = subprocess.Popen([sys.executable, "-c", busy(3)])
+    code = busy(2)
+    me = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        before = run_delay_s(me.pid)
+        time.sleep(1.0)
+        after = run_delay_s(me.pid)
+    finally:
+        me.wait(10)
+        rival.wait(10)
+    assert before is not None and after is not None
+    assert after - before > 0.2  # sharing one CPU: ~0.5 s of each second is spent waiting
 
 
 def test_output_capture_keeps_head_and_tail() -> None:

@@ -4,9 +4,12 @@ The worker reports each stage and each step (``nodice.gate.progress``) and
 each Triton compilation (``nodice.evaluation.heartbeat``). Every step gets its
 budget (:mod:`nodice.evaluation.budgets`); a compilation stops the clock, and
 so does a compiler process running in the worker's process group when the
-budget runs out. With a fixed limit (``--timeout``, ``Evaluator(timeout_s=…)``)
-the whole job gets that many seconds instead, and the messages only name the
-stage.
+budget runs out. Time the worker spends ready to run but waiting for a CPU (a
+busy machine: its scheduler's run delay) is off the clock too, so a slow run on
+a loaded host is told from a hang: a loop that never ends runs (or sleeps)
+through its budget either way. With a fixed limit (``--timeout``,
+``Evaluator(timeout_s=…)``) the whole job gets that many seconds of wall time
+instead, and the messages only name the stage.
 """
 
 from __future__ import annotations
@@ -20,6 +23,19 @@ from nodice.gate.progress import StepKind
 
 # How often a step kept alive by a running compiler process looks again.
 COMPILER_RECHECK_S = 2.0
+# Waiting for a CPU shorter than this is the usual noise of a shared host, not worth an extension.
+STARVED_MIN_S = 0.5
+# How a timeout message tells the user the way out.
+TIMEOUT_HINT = "--timeout SECONDS sets one limit on the whole evaluation instead"
+
+
+def run_delay_s(pid: int) -> float | None:
+    """Seconds the main thread of ``pid`` has waited, ready to run, for a CPU (Linux schedstat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def compiler_running(pgid: int, leader: int) -> bool:
@@ -72,6 +88,8 @@ class JobClock:
         self.deadline = now + step.seconds
         self.compiling_since: float | None = None
         self.left = step.seconds
+        self.delay_mark: float | None = None  # the worker's run delay when the step began
+        self.starved = 0.0  # seconds of this step spent waiting for a CPU: off the clock
 
     def note(self, kind: str, value: Any, now: float) -> None:
         """One progress message from the worker."""
@@ -95,12 +113,28 @@ class JobClock:
         self._begin(now, "call")
         self.per_call = False
 
-    def hung(self, now: float, compiler_busy: Callable[[], bool]) -> bool:
+    def hung(
+        self,
+        now: float,
+        compiler_busy: Callable[[], bool],
+        run_delay: Callable[[], float | None] | None = None,
+    ) -> bool:
         """Whether the job ran out of time: its step's budget, the fixed limit, or the cap on any job."""
         if now >= self.cap:
             return True
-        if self.fixed_s is not None or now < self.deadline:
+        if self.fixed_s is not None:
             return False
+        if run_delay is not None and self.delay_mark is None:
+            self.delay_mark = run_delay()
+        if now < self.deadline:
+            return False
+        if run_delay is not None and self.delay_mark is not None:
+            waited = (run_delay() or self.delay_mark) - self.delay_mark
+            if waited >= STARVED_MIN_S:  # the step was kept from running: that time is not its own
+                self.starved += waited
+                self.delay_mark += waited
+                self.deadline += waited
+                return False
         if self.paused < self.budgets.compiler_cap_s and compiler_busy():
             self.paused += now - self.deadline + COMPILER_RECHECK_S
             self.deadline = now + COMPILER_RECHECK_S
@@ -114,20 +148,25 @@ class JobClock:
         if self.fixed_s is not None:
             return (
                 f"timed out after {total:.0f} s in {where} "
-                f"(fixed {self.fixed_s:g} s limit on the whole evaluation, replacing the phase budgets)"
+                f"(fixed {self.fixed_s:g} s limit on the whole evaluation, replacing the phase budgets; "
+                "a larger --timeout gives it more)"
             )
         if now >= self.cap:
             cap = self.budgets.job_cap_s
-            return f"timed out after {total:.0f} s in {where} (the {cap:.0f} s cap on any evaluation)"
+            return (
+                f"timed out after {total:.0f} s in {where} (the {cap:.0f} s cap on any evaluation; "
+                f"{TIMEOUT_HINT})"
+            )
         if self.compiling_since is not None:
             spent = now - self.compiling_since
             return (
                 f"timed out after {spent:.0f} s in {where} while Triton compiled a kernel "
-                f"(budget {self.budgets.compile_s:.0f} s per compilation)"
+                f"(budget {self.budgets.compile_s:.0f} s per compilation; {TIMEOUT_HINT})"
             )
-        spent = now - self.step_started - self.paused
+        spent = now - self.step_started - self.paused - self.starved
         off = f"; {self.paused:.0f} s more compiling, off the clock" if self.paused >= 1 else ""
-        return f"timed out after {spent:.0f} s in {where} ({self.basis}{off})"
+        off += f"; {self.starved:.0f} s more waiting for a CPU, off the clock" if self.starved >= 1 else ""
+        return f"timed out after {spent:.0f} s in {where} ({self.basis}{off}; {TIMEOUT_HINT})"
 
 
 class StartupClock:
@@ -139,7 +178,12 @@ class StartupClock:
     def note(self, kind: str, value: Any, now: float) -> None:
         pass
 
-    def hung(self, now: float, compiler_busy: Callable[[], bool]) -> bool:
+    def hung(
+        self,
+        now: float,
+        compiler_busy: Callable[[], bool],
+        run_delay: Callable[[], float | None] | None = None,
+    ) -> bool:
         return now >= self.deadline
 
     def message(self, now: float) -> str:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodice.errors import NodiceError
 from nodice.evaluation.budgets import Budgets
-from nodice.evaluation.clock import JobClock, StartupClock, compiler_running
+from nodice.evaluation.clock import JobClock, StartupClock, compiler_running, run_delay_s
 from nodice.evaluation.limits import Limits, clean_environment, resident_mb
 from nodice.evaluation.output import OutputCapture
 
@@ -122,6 +122,9 @@ class WorkerProcess:
     def _compiler_busy(self) -> bool:
         return compiler_running(self.proc.pid, self.proc.pid)
 
+    def _run_delay(self) -> float | None:
+        return run_delay_s(self.proc.pid)
+
     def _ended(self, failure: str) -> JobOutcome:
         """The worker is gone (or killed): what it printed up to the end, and why."""
         self.output.drain(2.0)
@@ -155,7 +158,7 @@ class WorkerProcess:
                 self.kill()
                 return self._ended(f"out of memory: {rss:.0f} MB resident, limit {limit_mb} MB")
             now = time.monotonic()
-            if clock.hung(now, self._compiler_busy):
+            if clock.hung(now, self._compiler_busy, self._run_delay):
                 self._dump_stacks()
                 self.kill()
                 return self._ended(clock.message(now))
