@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -229,6 +230,49 @@ def test_a_flood_of_output_is_dropped_and_the_kernel_judged(tmp_path: Path) -> N
     with ResultStore(store) as s:
         (stored,) = list(s.evaluations())
     assert stored.log == e.log
+
+
+LINE_BY_LINE = """
+import torch
+
+
+def kernel(x, weight, eps):
+    for i in range(3000):
+        print("chatty line", i)
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (xf * rstd * weight.float()).to(x.dtype)
+"""
+
+
+def test_output_printed_line_by_line_is_capped_where_it_is_made(tmp_path: Path) -> None:
+    """Printing beyond the cap never reaches the pipe: the worker keeps the head and the tail itself."""
+    cand = tmp_path / "lines.py"
+    cand.write_text(LINE_BY_LINE, encoding="utf-8")
+    with Evaluator(device="cpu") as ev:
+        e = ev.evaluate(cand, "rmsnorm", seed=5)
+    assert e.verdict == "pass", e.check.reason
+    head, marker, tail = e.log.partition(" bytes of output dropped ...]")
+    assert head.startswith("chatty line 0\nchatty line 1\n") and marker
+    assert int(head.rsplit("[... ", 1)[1]) > 1 << 20  # every call printed 3000 lines
+    assert tail.endswith("chatty line 2999\n")
+    assert e.log.count("bytes of output dropped") == 1
+    assert len(e.log) < HEAD_BYTES + TAIL_BYTES
+
+
+def test_a_capped_stream_keeps_the_head_and_the_last_characters() -> None:
+    from nodice.evaluation.output import CappedStream
+
+    sink = io.StringIO()
+    stream = CappedStream(sink, head=10, tail=20)
+    for i in range(10_000):
+        stream.write(f"{i:05d}\n")
+    stream.finish()
+    text = sink.getvalue()
+    assert text.startswith("00000\n0000") and text.endswith("09997\n09998\n09999\n")
+    kept_tail = text.rsplit("]\n", 1)[1]
+    assert len(kept_tail) == 20
+    assert f"[... {60_000 - 10 - 20} bytes of output dropped ...]" in text
 
 
 def test_a_kernels_first_launch_counts_as_compilation(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,6 +57,7 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
     from nodice.evaluation.heartbeat import Heartbeat
     from nodice.evaluation.job import run_job
     from nodice.evaluation.limits import apply_in_worker
+    from nodice.evaluation.output import capped_output
     from nodice.gate import progress
     from nodice.tasks import all_tasks
 
@@ -90,7 +91,8 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         if kind == "stop":
             return
         try:
-            payload = run_job(job, device)
+            with capped_output():  # printing beyond the cap costs the candidate nothing
+                payload = run_job(job, device)
         except BaseException as exc:  # a harness bug must still produce an answer
             if isinstance(exc, KeyboardInterrupt):
                 raise
