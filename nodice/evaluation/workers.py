@@ -1,11 +1,12 @@
 """Workers behind one interface: isolated (a fresh process per candidate), persistent, or inline.
 
-Both spawn a new interpreter (never a fork of the caller) with a clean
-environment, talk to it over a private pipe (jobs, results, and the progress
-messages that time each step), read its output from another (only the head and
-tail of each job's are kept), and enforce the time and memory limits from the
-parent, which asks a hung worker for its stacks and kills the whole process
-group on a breach.
+Both start a new process (never a fork of the caller: a fork of a fresh
+interpreter that has imported torch and nothing else, :mod:`nodice.evaluation.forkserver`,
+or a new interpreter) with a clean environment, talk to it over a private pipe
+(jobs, results, and the progress messages that time each step), read its
+output from another (only the head and tail of each job's are kept), and
+enforce the time and memory limits from the parent, which asks a hung worker
+for its stacks and kills the whole process group on a breach.
 The persistent worker keeps its process (and the libraries it imported) across
 candidates and replaces it after any failure, any sign of tampering, a broken
 CUDA context, or every ``max_jobs`` evaluations.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from nodice.errors import NodiceError
 from nodice.evaluation.budgets import Budgets
 from nodice.evaluation.clock import JobClock, StartupClock, compiler_running, run_delay_s
+from nodice.evaluation.forkserver import ForkedWorker, ForkServerError, forking_enabled, server_for
 from nodice.evaluation.limits import Limits, clean_environment, resident_mb
 from nodice.evaluation.output import OutputCapture
 
@@ -81,15 +83,22 @@ class WorkerProcess:
         out_read, out_write = os.pipe()
         memory = "" if limits.memory_mb is None else str(limits.memory_mb)
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nodice.evaluation.worker_main", str(child_fd), device or "", memory],
-            pass_fds=(child_fd,),
-            env=clean_environment(PACKAGE_ROOT, env),
-            stdin=subprocess.DEVNULL,
-            stdout=out_write,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: one kill takes its children too
-        )
+        environment = clean_environment(PACKAGE_ROOT, env)
+        self.proc: subprocess.Popen[bytes] | ForkedWorker
+        try:
+            if not forking_enabled():
+                raise ForkServerError("off")
+            self.proc = server_for(environment).fork(child_fd, out_write, device or "", memory)
+        except ForkServerError:  # a new interpreter, as the fork server would have been
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "nodice.evaluation.worker_main", str(child_fd), device or "", memory],
+                pass_fds=(child_fd,),
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=out_write,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: one kill takes its children too
+            )
         os.close(child_fd)
         os.close(out_write)
         self.output = OutputCapture(out_read)
