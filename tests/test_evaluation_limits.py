@@ -297,3 +297,46 @@ def test_a_kernels_first_launch_counts_as_compilation(monkeypatch: pytest.Monkey
     kernel.module = object()
     kernel._init_handles()
     assert not parent.poll()
+
+
+def test_a_native_build_is_bracketed_like_a_compilation(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """load_inline / load go through torch's JIT build: its time is off the clock, even when it fails."""
+    from multiprocessing import Pipe
+
+    from torch.utils import cpp_extension
+
+    from nodice.evaluation import heartbeat
+
+    monkeypatch.setattr(cpp_extension, "_jit_compile", cpp_extension._jit_compile)
+    parent, child = Pipe()
+    heartbeat._hook_native_builds(heartbeat.Heartbeat(child))
+    heartbeat._hook_native_builds(heartbeat.Heartbeat(child))  # installed once
+    with pytest.raises(OSError):  # the source does not exist: torch fails before any compiler runs
+        cpp_extension.load(
+            "nodice_missing_ext", [str(tmp_path / "missing.cpp")], build_directory=str(tmp_path)
+        )
+    assert [parent.recv(), parent.recv()] == [("compile", "native"), ("compile", "end")]
+    assert not parent.poll()
+
+
+def test_a_native_build_gets_the_compiler_budget_and_its_own_message() -> None:
+    budgets = Budgets.for_task("rmsnorm", "cuda")
+    clock = JobClock(budgets, None, now=0.0)
+    clock.note("stage", "guards", 0.0)
+    clock.note("step", "call", 1.0)
+    clock.note("compile", "native", 2.0)
+    assert not clock.hung(2.0 + budgets.compiler_cap_s - 1, idle)  # an nvcc build takes minutes
+    assert clock.hung(2.0 + budgets.compiler_cap_s + 1, idle)
+    assert clock.message(2.0 + budgets.compiler_cap_s + 1) == (
+        f"timed out after {budgets.compiler_cap_s + 1:.0f} s in the anti-cheat probes while a native "
+        f"extension was built (budget {budgets.compiler_cap_s:.0f} s per build; {TIMEOUT_HINT})"
+    )
+    clock = JobClock(budgets, None, now=0.0)
+    clock.note("stage", "guards", 0.0)
+    clock.note("step", "call", 1.0)
+    clock.note("compile", "native", 2.0)
+    clock.note("compile", "end", 300.0)  # built: the call's clock resumes with its 1 s spent
+    assert not clock.hung(300.0 + budgets.call_s - 1.5, idle)
+    assert clock.hung(300.0 + budgets.call_s - 0.5, idle)

@@ -87,6 +87,7 @@ class JobClock:
         self.paused = 0.0
         self.deadline = now + step.seconds
         self.compiling_since: float | None = None
+        self.native = False  # the compilation in progress is a native build (load_inline), not Triton's
         self.left = step.seconds
         self.delay_mark: float | None = None  # the worker's run delay when the step began
         self.starved = 0.0  # seconds of this step spent waiting for a CPU: off the clock
@@ -98,10 +99,11 @@ class JobClock:
             self._begin(now, "call")
         elif kind == "step":
             self._begin(now, "harness" if value == "harness" else "call")
-        elif kind == "compile" and value == "start":
+        elif kind == "compile" and value in ("start", "native"):
             if self.compiling_since is None:
                 self.compiling_since, self.left = now, max(self.deadline - now, 0.0)
-            self.deadline = now + self.budgets.compile_s
+            self.native = value == "native"
+            self.deadline = now + (self.budgets.compiler_cap_s if self.native else self.budgets.compile_s)
         elif kind == "compile" and self.compiling_since is not None:
             # The step's clock resumes where it stopped.
             self.paused += now - self.compiling_since
@@ -159,6 +161,11 @@ class JobClock:
             )
         if self.compiling_since is not None:
             spent = now - self.compiling_since
+            if self.native:
+                return (
+                    f"timed out after {spent:.0f} s in {where} while a native extension was built "
+                    f"(budget {self.budgets.compiler_cap_s:.0f} s per build; {TIMEOUT_HINT})"
+                )
             return (
                 f"timed out after {spent:.0f} s in {where} while Triton compiled a kernel "
                 f"(budget {self.budgets.compile_s:.0f} s per compilation; {TIMEOUT_HINT})"

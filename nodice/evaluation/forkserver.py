@@ -4,7 +4,7 @@ Importing torch is most of a worker's start-up (about 1.5-2 s of CPU; the rest,
 Triton and nodice, takes a tenth of it). A worker that runs one candidate
 (``isolation="isolated"``) pays it for every candidate. The fork server is a
 fresh interpreter, started like a worker with the worker's clean environment,
-that imports torch and nothing else, starts no thread and never touches a
+that imports torch (with its C++ extension builder) and nothing else, starts no thread and never touches a
 device; each worker is then a fork of it, which goes on exactly as a spawned
 worker does (:func:`nodice.evaluation.worker_main.main`): its own session,
 its own pipes, its limits, Triton, the harness, the job.
@@ -86,7 +86,7 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
 def serve(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's; EOF ends us
     sock = socket.socket(fileno=fd)
-    import torch  # noqa: F401  (the point of the server)
+    import torch.utils.cpp_extension  # noqa: F401  (torch, the point of the server, and its builder)
 
     sock.send(json.dumps({"ready": os.getpid()}).encode())
     children: set[int] = set()

@@ -3,7 +3,12 @@
 Stages and steps come from the gate's progress hooks (``nodice.gate.progress``);
 Triton compilations from Triton's JIT hooks, which run before and after every
 compilation, and from a compiled kernel's first launch, which loads its binary (and,
-in the Triton versions that build one, compiles its C launcher). Steps of one kind
+in the Triton versions that build one, compiles its C launcher); native builds
+(``torch.utils.cpp_extension.load_inline`` / ``load``: ninja, nvcc, the host
+compiler, or waiting for another process's build of the same extension) from
+the JIT build function they share. A build's time is off the candidate's clock;
+torch caches the built extension by name and source hash, so a second worker
+judging the same source loads it without building. Steps of one kind
 are sent at most every ``STEP_EVERY_S``: a step whose start went unsent only makes
 its deadline earlier by that much, and the pipe stays quiet during hundreds of
 millisecond calls.
@@ -51,6 +56,7 @@ class Heartbeat:
         progress.listen(self._stage, self._step)
         _hook_triton_compiles(self)
         _hook_triton_loads(self)
+        _hook_native_builds(self)
 
 
 def _hook_triton_compiles(beat: Heartbeat) -> None:
@@ -97,3 +103,24 @@ def _hook_triton_loads(beat: Heartbeat) -> None:
 
     loading._nodice_heartbeat = True  # type: ignore[attr-defined]
     CompiledKernel._init_handles = loading  # type: ignore[method-assign]
+
+
+def _hook_native_builds(beat: Heartbeat) -> None:
+    """``torch.utils.cpp_extension``'s JIT build (behind ``load`` and ``load_inline``) as a compilation."""
+    try:
+        from torch.utils import cpp_extension
+    except ImportError:  # pragma: no cover - part of torch
+        return
+    build = getattr(cpp_extension, "_jit_compile", None)
+    if build is None or getattr(build, "_nodice_heartbeat", False):
+        return
+
+    def building(*args: Any, **kwargs: Any) -> Any:
+        beat.send("compile", "native")
+        try:
+            return build(*args, **kwargs)
+        finally:
+            beat.send("compile", "end")
+
+    building._nodice_heartbeat = True  # type: ignore[attr-defined]
+    cpp_extension._jit_compile = building
