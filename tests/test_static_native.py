@@ -197,3 +197,81 @@ def test_clean_native_kernel_passes(tmp_path: Path) -> None:
     cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "ok.cu"), "ok.cu": cu})
     violations, unresolved = run_static(cand, get_task("rmsnorm"))
     assert violations == [] and unresolved == []
+
+
+RELU_CUDA = '''
+import torch
+from torch import nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = """
+#include <torch/extension.h>
+
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    relu_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+
+ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
+                  cuda_sources=SOURCE, functions=["relu_cuda"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_cuda(x)
+'''
+
+RELU_REF = """
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _write(folder: Path, name: str, source: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(source).lstrip(), encoding="utf-8")
+    return path
+
+
+def test_native_cuda_on_cpu_is_analysed_and_says_what_needs_a_gpu(tmp_path: Path) -> None:
+    """KernelBench's CUDA backend on a machine without a GPU: static analysis runs, nothing is built,
+    and the line says dynamic validation needs a CUDA device."""
+    from nodice.gate.pipeline import check
+    from nodice.gate.static.project import cuda_code
+    from nodice.references import reference_task_name
+
+    cand = _write(tmp_path, "relu_cuda.py", RELU_CUDA)
+    ref = _write(tmp_path, "relu.py", RELU_REF)
+    assert cuda_code(cand) == "relu_cuda.py:8"  # the kernel's first CUDA mark, in the file's lines
+    r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=0)
+    assert r.verdict == "error" and r.exit_code == 2
+    assert r.stage("static").verdict == "pass" and r.stage("load") is None  # never built nor imported
+    assert r.error == (
+        "device unavailable: relu_cuda.py:8: native CUDA code runs on a CUDA device only (static analysis "
+        "found no BI violation); correctness and dynamic validation need --device cuda"
+    )
+    # C++ for the host is not CUDA: it runs here like any other candidate.
+    host = _write(
+        tmp_path, "host.py", 'SOURCE = """\n#include <torch/extension.h>\nint f(int x) { return x; }\n"""\n'
+    )
+    assert cuda_code(host) is None

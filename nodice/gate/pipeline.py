@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from nodice.errors import NodiceError, NotApplicableError
+from nodice.errors import DeviceError, NodiceError, NotApplicableError
 from nodice.gate import progress
 from nodice.gate.applicability import check_applicable
 from nodice.gate.branches import BranchWatch, confirmable
@@ -19,6 +19,7 @@ from nodice.gate.dynamic import validate
 from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
+from nodice.gate.static.project import cuda_code
 from nodice.loader import Candidate, load_kernel, read_source
 from nodice.tasks import Task, get_task
 
@@ -162,6 +163,14 @@ def check(
 
         if not (correctness or dynamic):
             return result
+        cuda = cuda_code(p) if dev.type == "cpu" else None
+        if cuda is not None:
+            # Native CUDA cannot run here; what could be judged without running it has been.
+            done = "static analysis found no BI violation" if static else "static analysis did not run"
+            raise DeviceError(
+                f"{cuda}: native CUDA code runs on a CUDA device only ({done}); correctness and dynamic "
+                "validation need --device cuda"
+            )
         prepare(dev)
         progress.stage("load")
         t0 = time.perf_counter()

@@ -65,3 +65,29 @@ def native_file_sources(paths: list[Path], candidate: Path) -> list[NativeSource
         display = str(candidate.parent / p.name) if p.parent == candidate.parent else str(p)
         out.append(NativeSource(display, text, 1))
     return out
+
+
+# Marks of CUDA device code (as opposed to C++ that runs on the host).
+_CUDA_MARKS = re.compile(
+    r"__global__|<<<|\bthreadIdx\b|\bblockIdx\b|cuda_runtime|\bcudaStream|at::cuda|c10::cuda"
+)
+
+
+def cuda_code(candidate: Path) -> str | None:
+    """``file:line`` of the first CUDA device code the candidate compiles (embedded or a file beside it)."""
+    try:
+        source = candidate.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    natives = embedded_sources(tree, source, candidate.name)
+    try:
+        listing = frozenset(p.name for p in candidate.parent.iterdir())
+    except OSError:
+        listing = frozenset()
+    natives += native_file_sources(referenced_native_files([source], candidate, listing), candidate)
+    for src in natives:
+        m = _CUDA_MARKS.search(src.text)
+        if m is not None:
+            return f"{Path(src.display).name}:{src.first_line + src.text.count(chr(10), 0, m.start())}"
+    return None
