@@ -298,7 +298,13 @@ def read_reference(path: str | Path, batch_axis: int | ReferenceSpec = 0) -> Ref
     for name in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(module, name)):
             raise ReferenceFileError(f"{name} in {p.name} is not callable")
-    init = tuple(as_list(call_user(module.get_init_inputs, "get_init_inputs()", p), "get_init_inputs()"))
+    # Seeded as KernelBench seeds it, so an initial value drawn at random is the same in every process.
+    init = tuple(
+        as_list(
+            seeded(lambda: call_user(module.get_init_inputs, "get_init_inputs()", p), INIT_SEED),
+            "get_init_inputs()",
+        )
+    )
     meta = _meta_inputs(module.get_inputs)
     full = None if meta is None else _batch_of(meta, batch_axis)
     get_inputs, shrunk = _shrink(p, module, spec, meta, full)
