@@ -61,6 +61,9 @@ class KernelExprs:
 
     env: dict[str, KV]
     masked: set[str]
+    # Per loop-index label: the labels a product scales that index by (``c * chunk``), i.e. what
+    # sets the size of the piece each iteration covers.
+    scaled: dict[str, set[str]]
 
     def __init__(self, helpers: dict[str, ast.FunctionDef]):
         self.helpers = helpers
@@ -91,7 +94,11 @@ class KernelExprs:
             c = node.value  # type: ignore[attr-defined]
             return KV(EMPTY, (), "float" if isinstance(c, float) else "int" if isinstance(c, int) else None)
         if t is ast.BinOp:
-            return self.expr(node.left).combine(self.expr(node.right), node.op)  # type: ignore[attr-defined]
+            left, right = self.expr(node.left), self.expr(node.right)  # type: ignore[attr-defined]
+            if type(node.op) is ast.Mult:  # type: ignore[attr-defined]
+                self._scale(left.deps, right.deps)
+                self._scale(right.deps, left.deps)
+            return left.combine(right, node.op)  # type: ignore[attr-defined]
         if t is ast.Call:
             return self.call(node)  # type: ignore[arg-type]
         if t is ast.Subscript:
@@ -127,6 +134,13 @@ class KernelExprs:
         if t is ast.Tuple or t is ast.List:
             return union([self.expr(e) for e in node.elts])  # type: ignore[attr-defined]
         return KV(EMPTY, None)
+
+    def _scale(self, index: frozenset[str], by: frozenset[str]) -> None:
+        """``c * chunk`` with ``c`` a loop index: ``chunk``'s labels size each iteration's piece."""
+        loops = [lab for lab in index if lab.startswith("loop:")]
+        if loops and not any(lab.startswith("loop:") for lab in by):
+            for lab in loops:
+                self.scaled.setdefault(lab, set()).update(by)
 
     def subscript(self, node: ast.Subscript) -> KV:
         base = self.expr(node.value)

@@ -110,6 +110,7 @@ class _KernelWalker(KernelExprs):
         self.env = {p: KV(frozenset({p}), ()) for p in info.params}
         self.control: frozenset[str] = frozenset()
         self.masked: set[str] = set()  # loop-index labels that some ordering mask compares against
+        self.scaled: dict[str, set[str]] = {}
         self.consts: dict[str, Any] = {}  # constexpr flags this specialisation fixes
         self.loop_indices: set[str] = set()  # names of the enclosing loops' indices
         self.updates = loop_updates(info.node)
@@ -275,9 +276,12 @@ class _KernelWalker(KernelExprs):
             # The loop's start and step decide which elements each program folds and in what steps.
             # Its end decides how many, unless the body masks elements against the loop index: then
             # iterations past the real end are masked no-ops (a causal key loop ending at the
-            # query block's end).
+            # query block's end). Not when the end's labels also size the piece each iteration
+            # covers (``for c in range(n_chunks)`` over ``c * chunk`` with ``chunk = H // n_chunks``):
+            # then they decide how the reduction is cut, masked or not.
             self.reduction(False, node=s.iter)
-            labels = bound.deps if marker not in self.masked else start_step
+            sizing = bound.deps & self.scaled.get(marker, set())
+            labels = bound.deps if marker not in self.masked else start_step | sizing
             self.sink("reduction_bound", labels, s.iter if isinstance(s.iter, ast.Call) else s)
 
 
