@@ -147,21 +147,14 @@ def trace_records(
                 "extra": extra,
             }
         if status == "PASSED":
-            # FlashInfer-Bench requires performance on a PASSED trace: zeros when nothing was benchmarked.
-            evaluation["performance"] = dict.fromkeys(
-                ("latency_ms", "reference_latency_ms", "speedup_factor"), 0.0
-            )
+            evaluation["performance"] = _performance(score)
+            # What was not measured is null here, where FlashInfer-Bench's schema allows it.
+            evaluation["correctness"]["extra"]["performance"] = {
+                **dict.fromkeys(_PERFORMANCE_FIELDS),
+                **evaluation["performance"],
+            }
             if score is not None:
-                # FlashInfer-Bench's speedup is over the reference; the ratio to the best baseline: extra.
-                speedup = score.speedup_vs_reference
-                if speedup is None:
-                    speedup = score.ratio_best
-                evaluation["performance"] = {
-                    "latency_ms": score.ms,
-                    "reference_latency_ms": score.reference_ms or 0.0,
-                    "speedup_factor": speedup or 0.0,
-                }
-                evaluation["correctness"]["extra"]["performance"] = {
+                evaluation["correctness"]["extra"]["performance"] |= {
                     "throughput": score.throughput,
                     "unit": score.unit,
                     "limit_fraction": score.limit_fraction,
@@ -179,6 +172,30 @@ def trace_records(
                 "evaluation": evaluation,
             }
         )
+    return out
+
+
+# FlashInfer-Bench's Performance fields. Its model types each as a float >= 0 with the default 0.0 and
+# forbids null, and FlashInfer-Bench writes an unmeasured one as that default (its evaluators fill
+# what they time; a trace nothing timed is ``Performance()``). So an unmeasured field is left out of
+# ``performance`` and validation fills in FlashInfer-Bench's own 0.0, and the trace says which were
+# measured in ``correctness.extra["performance"]``, null for the others.
+_PERFORMANCE_FIELDS = ("latency_ms", "reference_latency_ms", "speedup_factor")
+
+
+def _performance(score: WorkloadScore | None) -> dict[str, float]:
+    """The fields of FlashInfer-Bench's ``Performance`` that were measured (none without a score).
+
+    Its speedup is over the definition's reference, which nodice does not time (legacy records aside):
+    the ratio to the best library baseline stays in ``extra``, not in ``speedup_factor``.
+    """
+    if score is None:
+        return {}
+    out = {"latency_ms": score.ms}
+    if score.reference_ms:
+        out["reference_latency_ms"] = score.reference_ms
+    if score.speedup_vs_reference is not None:
+        out["speedup_factor"] = score.speedup_vs_reference
     return out
 
 
