@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -145,11 +145,11 @@ def check(
     ] = None,
 ) -> None:
     """Run the BI gate on one candidate kernel: static → correctness → dynamic (→ benchmark)."""
-    if static_only and dynamic_only:
-        fail("--static-only and --dynamic-only exclude each other")
     # --static-only runs none of the candidate's code: no process is needed between it and this one.
     isolation = "isolated" if sandbox and not static_only else "inline"
     where = _Where(device, isolation, timeout, store, as_json)
+    if static_only and dynamic_only:
+        _refuse("--static-only and --dynamic-only exclude each other", where, str(file), task or "")
 
     def request(path: str | Path, task: str, entry: str, bench: bool) -> EvaluationRequest:
         return EvaluationRequest.create(
@@ -170,12 +170,16 @@ def check(
         task, entry = _task_and_entry(task, reference, batch_axis, entry, batch_size, eval_mode)
         _run_check(request(file, task, entry, bench), str(file), where)
         return
+
+    def refuse(message: str) -> NoReturn:
+        _refuse(message, where, str(file), str(definition))
+
     if task is not None or reference is not None or entry is not None:
-        fail("--definition names the task and the entry point: drop --task, --reference and --entry")
+        refuse("--definition names the task and the entry point: drop --task, --reference and --entry")
     if batch_axis is not None or batch_size is not None or eval_mode:
-        fail("--batch-axis, --batch-size and --eval-mode go with --reference")
+        refuse("--batch-axis, --batch-size and --eval-mode go with --reference")
     if trace is not None and isolation == "inline":
-        fail("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
+        refuse("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
     import tempfile
 
     from nodice.integrations import flashinfer_bench as fib
@@ -184,7 +188,7 @@ def check(
         try:
             prepared = fib.prepare(file, definition, folder)
         except NodiceError as exc:
-            fail(exc.line())
+            refuse(exc.line())
 
         def finish(result: CheckResult, evaluation: Evaluation) -> None:
             fib.relabel(result, prepared, folder, file)
@@ -195,6 +199,12 @@ def check(
         bench = bench or trace is not None
         candidate = str(prepared.candidate)
         _run_check(request(candidate, prepared.task, prepared.entry, bench), candidate, where, finish)
+
+
+def _refuse(message: str, where: _Where, candidate: str, task: str = "") -> NoReturn:
+    """An error before any verdict: with ``--json``, first the one JSON object (verdict ``error``)."""
+    result = CheckResult("error", task, candidate, where.device or "", "", error=message)
+    fail(message, json_object=result.to_dict() if where.as_json else None)
 
 
 @dataclass(frozen=True)
@@ -218,13 +228,18 @@ def _run_check(
     from nodice.evaluation import Evaluator
 
     if (request.bench or where.store is not None) and where.isolation == "inline":
-        fail("--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only")
+        _refuse(
+            "--bench and --store run the candidate in the sandbox: drop --no-sandbox and --static-only",
+            where,
+            candidate,
+            request.task,
+        )
     try:
         ev = Evaluator(
             device=where.device, isolation=where.isolation, timeout_s=where.timeout, store=where.store
         )
     except ValueError as exc:
-        fail(f"device unavailable: {exc}")
+        _refuse(f"device unavailable: {exc}", where, candidate, request.task)
     with ev:
         evaluation = ev.run(request, candidate=candidate)
     result = evaluation.check

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NoReturn
+import json
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from nodice.gate.result import EXIT_ERROR
 
-out = Console()
-err = Console(stderr=True)
+# Never wrapped: a line is one line whether it goes to a terminal, a pipe or a file (rich would
+# otherwise break it at the terminal's width, or at 80 columns when there is none).
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 VERDICT_STYLE = {
     "pass": "bold green",
@@ -24,7 +27,10 @@ VERDICT_STYLE = {
 DeviceOpt = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")]
 
 
-def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """One line on stderr (never wrapped: it may be a file) and the exit code: the CLI's only error path."""
+def fail(message: str, code: int = EXIT_ERROR, json_object: dict[str, Any] | None = None) -> NoReturn:
+    """One line on stderr (never wrapped: it may be a file) and the exit code: the CLI's only error path.
+    ``json_object`` (a command run with ``--json``) is printed on stdout first."""
+    if json_object is not None:
+        print(json.dumps(json_object, indent=2))
     err.print(message, markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
