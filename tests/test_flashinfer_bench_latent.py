@@ -18,7 +18,7 @@ from nodice.errors import DefinitionError, EntryPointError
 from nodice.integrations.flashinfer_bench import prepare
 from nodice.loader import load_kernel
 from nodice.tasks import get_task
-from nodice.tasks.definition import ADAPTERS, adapter_for, definition_task_name
+from nodice.tasks.definition import adapter_for, definition_task_name
 from tests.conftest import EXAMPLES, run_cli
 from tests.fp32_bounds import assert_within, latent_decode_bound
 
@@ -38,7 +38,8 @@ def test_definition_reference_on_adapted_arguments_is_the_catalog_tasks(definiti
     adapter = adapter_for(d)
     task = get_task(definition_task_name(definition))
     catalog = get_task(adapter.task)
-    assert task.output_names == (*catalog.output_names, "lse")
+    # Messages name the definition's outputs; the task's own (o) comes first, lse after it.
+    assert task.output_names == tuple(d.outputs) == ("output", "lse") and catalog.output_names == ("o",)
     device, dtype = torch.device("cpu"), torch.float32
     gen = torch.Generator().manual_seed(1)
     problem = task.problem(gen, device, dtype)
@@ -82,7 +83,7 @@ def test_batch_invariant_solution_passes_with_schema_valid_traces(
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     d = Definition.model_validate_json(definition.read_text())
-    assert result["verdict"] == "pass" and result["task"] == f"{d.name} as {ADAPTERS[d.op_type].task}"
+    assert result["verdict"] == "pass" and result["task"] == f"{d.name} as {adapter_for(d).task}"
     assert result["stages"]["dynamic"]["verdict"] == "pass"
     loaded = _traces(traces)
     assert loaded
@@ -149,7 +150,7 @@ def test_what_the_latent_adapters_cannot_judge_is_one_line_and_exit_2(tmp_path: 
         (DSA_OK, _edited(tmp_path, DSA_DEF, "notopk.json", no_topk),
          "nodice's dsa_paged adapter needs the variable axis num_tokens and the const axes"),
         (DSA_OK, _edited(tmp_path, DSA_DEF, "oneq.json", one_query),
-         "are not the dsa_paged interface nodice adapts"),
+         "are not a dsa_paged interface nodice adapts"),
     ]  # fmt: skip
     for solution, definition, message in cases:
         with pytest.raises(DefinitionError) as exc:

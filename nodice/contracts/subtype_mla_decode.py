@@ -16,6 +16,10 @@ contract("mla_decode", subtype_of="attention", tasks=["mla_decode"])
 batch_arg("ckv_cache", axis=0, note="the latent pool grows with the batch's pages")
 batch_arg("kpe_cache", axis=0, note="the RoPE-key pool grows with the batch's pages")
 batch_arg("block_table", axis=1, note="the table is as wide as the batch's longest request")
+# FlashInfer's CSR page lists (a FlashInfer-Bench mla_paged definition): one offset per request plus one,
+# and every page of the batch.
+batch_arg("kv_indptr", axis=0, note="one offset per request, plus one")
+batch_arg("kv_indices", axis=0, note="the batch's pages, all requests together")
 batch_symbols(
     "max_seq_len", "max_seqlen", "max_context_len", "max_num_pages", "num_pages", "total_pages", "total_kv"
 )

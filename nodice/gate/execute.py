@@ -57,10 +57,12 @@ def _jit_error_line(exc: BaseException, candidate: Path) -> int | None:
     return None
 
 
-def describe_exception(exc: BaseException, candidate: Path | None) -> str:
+def describe_exception(exc: BaseException, candidate: Path | None, limit: int | None = None) -> str:
     """One line for an exception the candidate raised: its type, where in the candidate file, and
     the message. A Triton compilation error names the kernel's own line and the compiler's reason
-    (its message is a source excerpt first, the reason last)."""
+    (its message is a source excerpt first, the reason last). Notes added to the exception on its way
+    out (the harness's own context, ``BaseException.add_note``) follow; ``limit`` shortens the rest
+    so that they survive."""
     where = ""
     if candidate is not None:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == candidate]
@@ -75,7 +77,13 @@ def describe_exception(exc: BaseException, candidate: Path | None) -> str:
     first = text.splitlines()[0] if text else ""
     reason = getattr(exc, "error_message", None)
     msg = " ".join(str(reason).split()) if reason else first
-    return f"{type(exc).__name__}{where}: {msg}"
+    described = f"{type(exc).__name__}{where}: {msg}"
+    notes = "".join(f": {' '.join(str(n).split())}" for n in getattr(exc, "__notes__", ()) if str(n).strip())
+    if notes and not msg:
+        described = described.removesuffix(": ")
+    if limit is not None:
+        described = described[: max(0, limit - len(notes))]
+    return described + notes
 
 
 def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) -> Any:
@@ -90,7 +98,7 @@ def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) 
     except (KeyboardInterrupt, NodiceError, CheatDetected):
         raise  # the harness's own verdicts (bad output, a guard's cheat) pass through unchanged
     except BaseException as exc:
-        raise KernelCrashError(describe_exception(exc, candidate)[:400]) from None
+        raise KernelCrashError(describe_exception(exc, candidate, limit=400)) from None
 
 
 OutputSpec = list[tuple[torch.Size, torch.dtype]]

@@ -76,11 +76,14 @@ def traces(evaluation: Evaluation, prepared: PreparedSolution) -> list[Any]:
     """The evaluation as FlashInfer-Bench ``Trace`` objects (one per benchmarked workload)."""
     from flashinfer_bench.data import Trace
 
+    var_axes = set(prepared.definition.var_axes)
     records = trace_records(
         evaluation,
         definition=prepared.definition.name,
         solution=prepared.solution.name,
-        axes_names=prepared.adapter.var_dims,
+        # The workload's parameters that are this definition's variable axes (a paged prefill has pages,
+        # a ragged one has none).
+        axes_names={k: v for k, v in prepared.adapter.var_dims.items() if v in var_axes},
     )
     out = []
     for record in records:
@@ -99,8 +102,16 @@ def write_traces(evaluation: Evaluation, prepared: PreparedSolution, path: str |
 
 
 def relabel(result: Any, prepared: PreparedSolution, folder: str | Path, solution_path: str | Path) -> None:
-    """Name the definition and the solution file (its sources) in ``result``, not their folder."""
+    """Name the definition and the solution file (its sources) in ``result``, not their folder; say how
+    a definition without per-request seeds was judged."""
     result.task = f"{prepared.definition.name} as {prepared.adapter.task}"
+    if prepared.adapter.shared_rng:
+        result.notes.append(
+            f"{prepared.definition.name} takes no per-request seed: a solution draws from torch's global "
+            "generator (seeded from the first request's seed before every call), so a request's draw "
+            "follows the requests before it by the definition's interface; invariance was judged with the "
+            "target first in every batch"
+        )
     root = str(Path(folder))
     label = str(solution_path)
 

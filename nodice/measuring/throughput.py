@@ -18,7 +18,6 @@ BI verdicts from the gate's dynamic stage.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -44,19 +43,8 @@ KernelFn = Callable[..., Any]
 
 
 def argument_names(task: Task) -> list[str]:
-    """Parameter names from the task's signature string (``kernel(x[B,H] bf16, eps: float)``)."""
-    inner = task.signature[task.signature.find("(") + 1 : task.signature.rfind(")")]
-    depth, parts, cur = 0, [], ""
-    for ch in inner:
-        depth += 1 if ch in "[(" else -1 if ch in "])" else 0
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    names = [m.group(0) for p in parts if (m := re.match(r"\s*[A-Za-z_]\w*", p))]
-    return [n.strip() for n in names]
+    """The names of the task's arguments (:meth:`Task.argument_names`)."""
+    return task.argument_names()
 
 
 def describe_inputs(task: Task, args: tuple[Any, ...]) -> dict[str, Any]:
@@ -119,7 +107,7 @@ def _run_checked(
     except CheatDetected:
         raise
     except Exception as exc:
-        raise KernelCrashError(describe_exception(exc, None)[:300]) from None
+        raise KernelCrashError(describe_exception(exc, None, limit=300)) from None
     outs = check_output(task, out, spec, device)
     return outs if len(outs) > 1 else outs[0]
 

@@ -9,6 +9,7 @@ benchmarked on. The gate is written against this interface only.
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,6 +125,9 @@ class Task(ABC):
     # The catalog task whose contracts (subtypes included) apply, for a task built on another's batches
     # (a FlashInfer-Bench definition): its own name when None.
     contracts_of: str | None = None
+    # Static rules every correct kernel of the task's interface triggers (a sampler with no per-request
+    # seed continues one random stream): static analysis does not report them.
+    inherent_rules: frozenset[str] = frozenset()
 
     # ---- the candidate's entry point ----------------------------------------
     def bind_entry(
@@ -249,6 +253,19 @@ class Task(ABC):
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return DEFAULT_TOLERANCES[dtype]
 
+    def precision_floor(self, dtype: torch.dtype) -> torch.dtype:
+        """The coarsest precision of the reference's computation when the gate runs in ``dtype``: the
+        anti-cheat guards cannot tell a kernel computing below it from the reference itself."""
+        return dtype
+
+    def input_label(self, index: int) -> str:
+        """How a message names the kernel's argument ``index``."""
+        return f"input argument {index}"
+
+    def argument_names(self) -> list[str]:
+        """The names of the kernel's arguments, from the signature string."""
+        return signature_names(self.signature)
+
     def correctness_batches(self, device: torch.device) -> list[int]:
         return [1, 5, 16] if device.type == "cpu" else [1, 7, 64, 256]
 
@@ -314,6 +331,22 @@ class Task(ABC):
             "unit": self.unit,
             "workloads": [{"name": w.name, "model": w.model, **w.params} for w in self.workloads()],
         }
+
+
+def signature_names(signature: str) -> list[str]:
+    """Parameter names of a signature string (``kernel(x[B,H] bf16, eps: float) -> …``)."""
+    inner = signature[signature.find("(") + 1 : signature.rfind(")")]
+    depth, parts, cur = 0, [], ""
+    for ch in inner:
+        depth += 1 if ch in "[(" else -1 if ch in "])" else 0
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    names = [m.group(0) for p in parts if (m := re.match(r"\s*[A-Za-z_]\w*", p))]
+    return [n.strip() for n in names]
 
 
 def randn(

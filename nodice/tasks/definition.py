@@ -1,15 +1,16 @@
 """A task built from a FlashInfer-Bench Definition: a catalog task speaking the definition's interface.
 
 A definition (``rmsnorm_h4096``, ``gemm_n4096_k4096`` …) names its operation by
-``op_type``; nodice maps that to a catalog task, which makes the samples, the
-batches and the contexts. An :class:`Adapter` turns the task's arguments into
-the definition's named inputs and the definition's outputs back into the task's
-output, so the gate runs the Solution's entry point exactly as FlashInfer-Bench
-calls it (inputs in the definition's order, then the outputs to write when the
-solution uses destination-passing style). Correctness is judged against the
-definition's own ``reference`` code, the const axes (hidden size, N, K) are
-pinned to the definition's values, and static analysis reads the entry with the
-definition's signature and batch axis.
+``op_type``; its inputs pick one of that op_type's adapters
+(:mod:`nodice.tasks.definition_adapters`), which names the catalog task that makes the
+samples, the batches and the contexts. The :class:`Adapter` turns the task's arguments into
+the definition's named inputs and the definition's outputs back into the task's output, so
+the gate runs the Solution's entry point exactly as FlashInfer-Bench calls it (inputs in the
+definition's order, then the outputs to write when the solution uses destination-passing
+style). Correctness is judged against the definition's own ``reference`` code, the const axes
+(hidden size, N, K …) are pinned to the definition's values, static analysis reads the entry
+with the definition's signature and batch axis, and every message names the definition's
+inputs and outputs.
 
 The task travels between processes by name: ``flashinfer:/abs/DEF.json``, with
 ``#returns`` appended for a solution that returns its outputs.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,21 +27,17 @@ from typing import Any
 import torch
 
 from nodice.errors import DefinitionError, EntryPointError
-from nodice.tasks._attention import draw_sm_scale
-from nodice.tasks.base import BIContext, Output, Problem, Task, Workload, randn
+from nodice.tasks.base import BIContext, Output, Problem, Task, Tolerance, Workload, signature_names
 from nodice.tasks.definition_adapters import ADAPTERS, Adapter, adapter_for
+from nodice.tasks.definition_sizes import definition_problem, definition_workload_inputs, pin_workloads
 
 PREFIX = "flashinfer:"
 _RETURNS_TAG = "#returns"
 
 __all__ = ["ADAPTERS", "Adapter", "adapter_for", "definition_task", "definition_task_name", "load_definition"]
 
-
-def _linear_weight(
-    k: int, n: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype
-) -> torch.Tensor:
-    """gemm's b[K, N] as the transposed view of a contiguous [N, K] weight (the definition's B)."""
-    return randn((n, k), gen, device, dtype, scale=1.0 / math.sqrt(k)).t()
+# Floating dtypes from the finest to the coarsest: the tolerance follows the coarsest a reference rounds to.
+_PRECISION = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 
 def definition_task_name(path: str | Path, returns: bool = False) -> str:
@@ -95,10 +91,24 @@ def _signature(definition: Any, destination_passing: bool) -> str:
     return f"run({', '.join(params)}) -> ({', '.join(outs)})"
 
 
+def _torch_dtype(name: str) -> torch.dtype:
+    from flashinfer_bench.utils import dtype_str_to_torch_dtype
+
+    dtype: torch.dtype = dtype_str_to_torch_dtype(name)
+    return dtype
+
+
+def _gate_dtype(args: tuple[Any, ...]) -> torch.dtype:
+    """The dtype the gate runs in: its first floating-point tensor argument's."""
+    return next(
+        (a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), torch.float32
+    )
+
+
 class _DefinitionTask:
     """Mixed in before a catalog task's class: the definition's interface over that task's batches."""
 
-    output_names: tuple[str, ...]  # the catalog task's (annotation only: its class attribute stays in force)
+    output_names: tuple[str, ...]
 
     def __init__(self, name: str, path: Path, definition: Any, adapter: Adapter, returns: bool) -> None:
         self.name = name
@@ -109,9 +119,95 @@ class _DefinitionTask:
         self.signature = _signature(definition, self.destination_passing)
         self.batch_symbol = adapter.batch_axis
         self.contracts_of = adapter.task
-        self.pinned = {dim: int(definition.const_axes[axis]) for dim, axis in adapter.const_dims.items()}
-        if adapter.judges_lse:
-            self.output_names = (*self.output_names, "lse")
+        self.consts = {k: int(v) for k, v in definition.const_axes.items()}
+        if adapter.shared_rng:  # every sampler of a seedless interface continues one stream
+            self.inherent_rules = frozenset({"rng_stream_shared_by_batch"})
+        self.pinned = {dim: self.consts[axis] for dim, axis in adapter.const_dims.items()}
+        # Every message names the definition's outputs: its own, then any the adapter supplies.
+        missing = len(adapter.outputs) - len(definition.outputs)
+        supplied = adapter.supplied_outputs[len(adapter.supplied_outputs) - missing :] if missing else ()
+        self.output_names = (*definition.outputs, *supplied)
+        # The io dtype: the definition's first floating tensor input's. Inputs and outputs declared in it
+        # follow the gate's dtype (fp32 on CPU); the others (fp32 probabilities, an fp32 lse) keep theirs.
+        self.io_spec = next(
+            (s.dtype.value for s in definition.inputs.values() if s.shape and "float" in s.dtype.value), ""
+        )
+        # The coarsest floating dtype the definition's reference has returned (a bf16 output on CPU).
+        self._reference_floor: torch.dtype | None = None
+
+    # ---- dtypes --------------------------------------------------------------------------------
+    def dtype_for(self, device: torch.device) -> torch.dtype:
+        """The definition's io dtype on GPU (fp16 for FlashInfer-Bench's GEMMs); fp32 on CPU, where
+        Triton's interpreter does not compute bf16."""
+        base: torch.dtype = super().dtype_for(device)  # type: ignore[misc]
+        if device.type != "cuda" or self.io_spec not in ("float16", "bfloat16", "float32"):
+            return base
+        return _torch_dtype(self.io_spec)
+
+    def cpu_note(self, dtype: torch.dtype) -> str | None:
+        """Why a solution may fail on CPU: it is fed ``dtype``, not the definition's io dtype."""
+        declared = self.io_spec
+        if dtype == torch.float32 and declared in ("float16", "bfloat16"):
+            return (
+                f"on CPU nodice runs definitions in float32 (Triton's interpreter does not compute "
+                f"bfloat16; {self.definition.name} declares {declared}); run with --device cuda to judge "
+                f"in {declared}"
+            )
+        return None
+
+    def _coarsest(self, *dtypes: torch.dtype | None) -> torch.dtype | None:
+        known = [d for d in dtypes if d in _PRECISION]
+        return max(known, key=_PRECISION.index) if known else None
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        """The catalog task's tolerance for the coarsest dtype in play: the gate's, or the one the
+        definition's reference rounds its outputs to (FlashInfer-Bench's references return bf16)."""
+        floor = self._coarsest(dtype, self._reference_floor) or dtype
+        tol: Tolerance = super().tolerance(floor)  # type: ignore[misc]
+        return tol
+
+    def precision_floor(self, dtype: torch.dtype) -> torch.dtype:
+        """Below the reference's own precision a downgrade cannot be told from it: its output rounding,
+        or inputs the definition quantizes (fp8)."""
+        quantized = [
+            _torch_dtype(s.dtype.value) for s in self.definition.inputs.values() if "float8" in s.dtype.value
+        ]
+        if quantized:
+            return quantized[0]
+        return self._coarsest(dtype, self._reference_floor) or dtype
+
+    # ---- messages in the definition's words ---------------------------------------------------------
+    def input_label(self, index: int) -> str:
+        names = self.adapter.argument_names
+        name = names[index] if index < len(names) else None
+        return f"input {name}" if name else f"input argument {index}"
+
+    def argument_names(self) -> list[str]:
+        """The task's arguments by the definition's inputs they are, else by the catalog task's names."""
+        # The catalog class's signature: this instance's is the definition's.
+        own = signature_names(str(getattr(type(self), "signature", "")))
+        names = self.adapter.argument_names
+        return [name or n for name, n in zip([*names, *[None] * len(own)], own, strict=False)]
+
+    def filter_words(self, temperature: float, top_k: int, top_p: float) -> str:
+        """A sampling request as the definition sees it: its probabilities and the filters it takes."""
+        words = ["one-hot probs" if temperature <= 0 else f"probs at temperature {temperature:.3g}"]
+        words += [f"top_k={top_k}"] if "top_k" in self.definition.inputs else []
+        words += [f"top_p={top_p:.3g}"] if "top_p" in self.definition.inputs else []
+        return ", ".join(words)
+
+    def request_words(
+        self, i: int, temperature: float, top_k: int, top_p: float, token: int
+    ) -> tuple[str, str]:
+        return (
+            f"probs[{i}] ({self.filter_words(temperature, top_k, top_p)})",
+            f"{self.output_names[0]}[{i}] = {token}",
+        )
+
+    def parameters(self, temperature: float, top_k: int, top_p: float) -> tuple[float, int, float]:
+        """A filter the definition does not take filters nothing."""
+        inputs = self.definition.inputs
+        return temperature, top_k if "top_k" in inputs else 0, top_p if "top_p" in inputs else 1.0
 
     # ---- lse: a second output, [rows, heads] fp32, selected as the task selects its rows -------------
     def output_spec(self, args: tuple[Any, ...]) -> list[tuple[torch.Size, torch.dtype]]:
@@ -153,18 +249,37 @@ class _DefinitionTask:
         return fn
 
     def _definition_inputs(self, args: tuple[Any, ...]) -> list[Any]:
-        named = self.adapter.to_definition(args)
-        return [named[n] for n in self.adapter.inputs]
+        """The task's arguments as the definition's inputs, in its order and declared dtypes."""
+        named = self.adapter.to_definition(args, self.consts)
+        gate = _gate_dtype(args)
+        out = []
+        for name, spec in self.definition.inputs.items():
+            value = named[name]
+            if isinstance(value, torch.Tensor):
+                declared = spec.dtype.value
+                want = gate if declared == self.io_spec else _torch_dtype(declared)
+                if value.dtype != want:
+                    value = value.to(want)
+            out.append(value)
+        return out
+
+    def _supplied(self, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+        """The task's outputs the definition leaves out, made by the adapter from ``args``."""
+        missing = len(self.adapter.outputs) - len(self.definition.outputs)
+        if not missing or self.adapter.supply is None:
+            return ()
+        return self.adapter.supply(args)[-missing:]
 
     def reference(self, *args: Any) -> Output:
-        return self.adapter.from_definition(
-            self._as_outputs(self._reference_run(*self._definition_inputs(args))), args
-        )
+        outs = self._as_outputs(self._reference_run(*self._definition_inputs(args)))
+        floats = [o.dtype for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+        self._reference_floor = self._coarsest(self._reference_floor, *floats)
+        return self.adapter.from_definition((*outs, *self._supplied(args)), args)
 
     def _as_outputs(self, out: Any) -> tuple[Any, ...]:
         """A returned value as the definition's outputs in order (tuple, list, dict by name, one tensor)."""
         if isinstance(out, dict):
-            return tuple(out[n] for n in self.adapter.outputs if n in out)
+            return tuple(out[n] for n in self.definition.outputs if n in out)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     # ---- the solution's entry point --------------------------------------------------------
@@ -173,7 +288,8 @@ class _DefinitionTask:
     ) -> Callable[..., Any] | None:
         if not callable(entry):
             raise EntryPointError(f"'{name}' in {path.name} is not callable")
-        wanted = len(self.adapter.inputs) + (len(self.adapter.outputs) if self.destination_passing else 0)
+        definition, adapter = self.definition, self.adapter
+        wanted = len(definition.inputs) + (len(definition.outputs) if self.destination_passing else 0)
         try:
             params = list(inspect.signature(entry).parameters.values())
         except (TypeError, ValueError):
@@ -183,76 +299,58 @@ class _DefinitionTask:
             style = "inputs then outputs (destination-passing)" if self.destination_passing else "inputs"
             raise EntryPointError(
                 f"'{name}' takes {len(positional)} positional arguments; the definition "
-                f"{self.definition.name} passes {wanted}: {style}"
+                f"{definition.name} passes {wanted}: {style}"
             )
-        definition, adapter = self.definition, self.adapter
-        from flashinfer_bench.utils import dtype_str_to_torch_dtype
 
-        # The definition's io dtype: its first floating tensor input's.
-        io_spec = next(
-            (s.dtype.value for s in definition.inputs.values() if s.shape and "float" in s.dtype.value), ""
-        )
+        def call(*values: Any) -> Any:
+            try:
+                return entry(*values)
+            except Exception as exc:
+                note = self.cpu_note(_gate_dtype(values)) if device.type == "cpu" else None
+                if note:
+                    exc.add_note(note)
+                raise
 
         def run(*args: Any) -> Output:
             inputs = self._definition_inputs(args)
+            supplied = self._supplied(args)  # before the solution runs: it may write into its inputs
             if not self.destination_passing:
-                return adapter.from_definition(self._as_outputs(entry(*inputs)), args)
+                return adapter.from_definition((*self._as_outputs(call(*inputs)), *supplied), args)
             axes = definition.get_axes_values_from_inputs(inputs)
-            io_dtype = next(
-                (t.dtype for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()), dtype
-            )
+            gate = _gate_dtype(args)
             outs = []
             for shape, spec in zip(
                 definition.get_output_shapes(axes), definition.outputs.values(), strict=True
             ):
-                # Outputs in the io dtype follow the gate's (fp32 on CPU); others (an fp32 lse) keep theirs.
-                out_dtype = (
-                    io_dtype if spec.dtype.value == io_spec else dtype_str_to_torch_dtype(spec.dtype.value)
-                )
+                declared = spec.dtype.value
+                out_dtype = gate if declared == self.io_spec else _torch_dtype(declared)
                 outs.append(torch.empty(shape or (), device=inputs[0].device, dtype=out_dtype))
-            entry(*inputs, *outs)
-            return adapter.from_definition(tuple(outs), args)
+            call(*inputs, *outs)
+            return adapter.from_definition((*outs, *supplied), args)
 
         return run
 
-    # ---- sizes: the definition's const axes ---------------------------------------------------
+    # ---- sizes and contexts: the definition's const axes -------------------------------------------
     def problem(
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
     ) -> Problem:
-        if self.adapter.task == "gemm":
-            k, n = self.pinned["K"], self.pinned["N"]
-            return Problem(device, dtype, {"K": k, "N": n}, {"b": _linear_weight(k, n, gen, device, dtype)})
-        if self.adapter.task == "attention_decode":
-            p = self.pinned
-            lengths = variant.get("lengths") or ((17, 64) if device.type == "cpu" else (200, 3000))
-            dims = {"layout": self.definition.name, **p, "lengths": tuple(lengths)}
-            return Problem(device, dtype, dims, {"sm_scale": draw_sm_scale(gen, p["D"])})
-        if self.adapter.task == "mla_decode":
-            p = self.pinned
-            lengths = variant.get("lengths")
-            return super().problem(gen, device, dtype, heads=p["H"], page=p["page"], lengths=lengths)  # type: ignore[misc,call-arg]
-        if self.adapter.task == "dsa":
-            p = self.pinned
-            fixed = {"heads": p["H"], "page": p["page"], "topk": p["topk"]}
-            problem: Problem = super().problem(gen, device, dtype, **{**variant, **fixed})  # type: ignore[misc]
-            problem.dims.update(d_v=p["d_v"], d_rope=p["d_rope"])
-            return problem
-        return super().problem(gen, device, dtype, **self.pinned)  # type: ignore[misc,call-arg]
+        catalog = super().problem  # type: ignore[misc]
+        return definition_problem(
+            self.adapter.task, catalog, self.pinned, self.definition.name, gen, device, dtype, variant
+        )
 
     def workload_inputs(
         self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
     ) -> tuple[Any, ...]:
-        if self.adapter.task == "gemm":
-            m, k, n = (workload.params[d] for d in ("M", "K", "N"))
-            return (randn((m, k), gen, device, dtype), _linear_weight(k, n, gen, device, dtype))
-        base: tuple[Any, ...] = super().workload_inputs(workload, gen, device, dtype)  # type: ignore[misc]
-        return base
+        catalog = super().workload_inputs  # type: ignore[misc]
+        return definition_workload_inputs(self.adapter.task, catalog, workload, gen, device, dtype)
 
     def contexts(self, device: torch.device) -> list[BIContext]:
         """The catalog task's contexts with the definition's sizes: what a variant fixes is dropped from it.
 
         A context left with the batch, slot and knobs of one already listed (the norms' narrow-row sweep at
-        a batch size the plain contexts have) is dropped too.
+        a batch size the plain contexts have) is dropped too. A definition that draws from torch's global
+        generator is judged with the target first in every batch (:mod:`nodice.tasks.definition_sampling`).
         """
         base: list[BIContext] = super().contexts(device)  # type: ignore[misc]
         out: list[BIContext] = []
@@ -264,33 +362,30 @@ class _DefinitionTask:
             }
             if variant:
                 params["variant"] = variant
-            key = repr((c.batch_size, c.resolved_position(), sorted(params.items())))
+            position = 0 if self.adapter.shared_rng else c.position
+            slot = position % c.batch_size
+            key = repr((c.batch_size, slot, sorted(params.items())))
             if key in seen:
                 continue
             seen.add(key)
             knobs = "".join(f",{k}={v}" for k, v in sorted(params.items()) if k != "variant")
             knobs += "".join(f",{k}={v}" for k, v in sorted(variant.items()))
-            name = f"batch={c.batch_size},slot={c.resolved_position()}{knobs}"
-            out.append(BIContext(name, c.batch_size, c.position, params))
+            out.append(BIContext(f"batch={c.batch_size},slot={slot}{knobs}", c.batch_size, position, params))
         return out
 
-    def _pin(self, workloads: list[Workload]) -> list[Workload]:
-        seen, out = set(), []
-        for w in workloads:
-            params = {**w.params, **self.pinned}
-            if self.adapter.derived_params is not None:
-                params.update(self.adapter.derived_params(params))
-            key = tuple(sorted(params.items()))
-            if key not in seen:
-                seen.add(key)
-                out.append(Workload(w.name, params, w.model))
-        return out
+    def witnesses(self, device: torch.device) -> int:
+        """None where a request's random numbers follow its position (a seedless sampler): only the
+        target, first in its batch, has the same ones in every batch."""
+        if self.adapter.shared_rng:
+            return 0
+        count: int = super().witnesses(device)  # type: ignore[misc]
+        return count
 
     def workloads(self) -> list[Workload]:
-        return self._pin(super().workloads())  # type: ignore[misc]
+        return pin_workloads(super().workloads(), self.pinned, self.adapter)  # type: ignore[misc]
 
     def small_workloads(self) -> list[Workload]:
-        return self._pin(super().small_workloads())  # type: ignore[misc]
+        return pin_workloads(super().small_workloads(), self.pinned, self.adapter)  # type: ignore[misc]
 
 
 def definition_task(name: str) -> Task:

@@ -161,8 +161,12 @@ class MoE(Task):
     output_names = ("y",)
     arity = 5
 
-    def problem(self, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Problem:
+    def problem(
+        self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **sizes: Any
+    ) -> Problem:
+        """The device's sizes; ``E``, ``top_k``, ``H``, ``I`` fix them (a FlashInfer-Bench definition's)."""
         dims = dict(_CPU_DIMS if device.type == "cpu" else _GPU_DIMS)
+        dims.update({k: int(v) for k, v in sizes.items() if k in dims})
         e, h, i = dims["E"], dims["H"], dims["I"]
         # Scaled like trained layers: unit-variance pre-activations for unit-variance tokens.
         w_gate_up = randn((e, 2 * i, h), gen, device, dtype, scale=1.0 / math.sqrt(h))

@@ -15,6 +15,7 @@ reports as a bad output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -96,10 +97,15 @@ def _overlap(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
 
-def alias_reason(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> str | None:
+def alias_reason(
+    out: Any,
+    args: tuple[Any, ...],
+    names: tuple[str, ...],
+    label: Callable[[int], str] = lambda j: f"input argument {j}",
+) -> str | None:
     """A one-line reason when an output shares memory with an input or with another output.
 
-    Meant for contiguous outputs, whose extent is exactly their elements.
+    Meant for contiguous outputs, whose extent is exactly their elements; ``label`` names an input.
     """
     outs = _as_tuple(out)
     named = zip(_names(outs, names), outs, strict=True)
@@ -108,7 +114,7 @@ def alias_reason(out: Any, args: tuple[Any, ...], names: tuple[str, ...]) -> str
     for name, span in spans:
         for j, ispan in inputs:
             if _overlap(span, ispan):
-                return f"{name} aliases input argument {j} (the kernel returned or wrote into its input)"
+                return f"{name} aliases {label(j)} (the kernel returned or wrote into its input)"
     for k, (name, span) in enumerate(spans):
         for other, ospan in spans[k + 1 :]:
             if _overlap(span, ospan):

@@ -107,7 +107,7 @@ class Guardian:
             if reason:
                 self.fail(fake_output.RULE, reason)
             check_layout(self.task, outs)
-            reason = fake_output.alias_reason(outs, args, names)
+            reason = fake_output.alias_reason(outs, args, names, self.task.input_label)
             if reason:
                 self.fail(fake_output.RULE, reason)
             return out
@@ -197,7 +197,7 @@ class Guardian:
                 self.fail(precision_downgrade.RULE, downgrade)
             if not self._agrees(out1, ref):
                 raise _ProbeStop
-        changed = input_mutation.mutated(args, originals)
+        changed = input_mutation.mutated(args, originals, task.input_label)
         if changed:
             self.fail(input_mutation.RULE, changed)
         first_bits = tuple(t.clone() for t in (out1 if isinstance(out1, tuple) else (out1,)))

@@ -99,7 +99,11 @@ def run_static(
     )
     for src in natives:
         analyze_native(src, contract, collector)
-    return collector.result()
+    violations, unresolved = collector.result()
+    inherent = task.inherent_rules
+    return [f for f in violations if f.rule not in inherent], [
+        f for f in unresolved if f.rule not in inherent
+    ]
 
 
 def _analyze_with_state(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> None:
