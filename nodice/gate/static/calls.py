@@ -182,7 +182,9 @@ class CallMixin(LibraryMixin, ChoiceMixin):
             if v.taint is not None:
                 prot = self.an.contract.protected_for(p)
                 if prot is not None:
-                    self.report_protected(prot, p, v.taint, node, f"passed as {p} to {name}")
+                    # Followed into the function: what the value does there (a split of a float sum, of
+                    # an exact one) explains it; the name alone stands only where nothing does.
+                    self.report_protected(prot, p, v.taint, node, f"passed as {p} to {name}", weak=True)
                 env[p] = v.retrace(extend(v.taint, self.step(node, f"argument {p} of {name}")))
             elif v.opaque and self.an.contract.is_batch_symbol(p):
                 env[p] = V(taint=(self.step(fn, f"batch symbol '{p}' (contract)"),))
@@ -257,7 +259,7 @@ class CallMixin(LibraryMixin, ChoiceMixin):
                 inst.ref.attrs[k] = v
                 p = self.an.contract.protected_for(k) if v.taint is not None else None
                 if p is not None and v.taint is not None:
-                    self.report_protected(p, k, v.taint, node, f"passed as {k} to {cref.name}")
+                    self.report_protected(p, k, v.taint, node, f"passed as {k} to {cref.name}", weak=True)
         return inst
 
 

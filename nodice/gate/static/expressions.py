@@ -159,7 +159,8 @@ class ExprMixin:
                 return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx)
             # Elementwise: the operands' batch-dependent extents stay.
             ctx = tuple(sorted({x for v in (a, b) if v.kind == "tensor" and v.rank == t.rank for x in v.ctx}))
-            return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx)
+            cut = (a.cut or b.cut) if ctx else None
+            return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx, cut=cut)
         seqs = a.kind in ("seq", "shape") and b.kind in ("seq", "shape")
         if seqs and isinstance(node.op, ast.Add) and a.items is not None and b.items is not None:
             return V(taint=taint, kind="seq", items=a.items + b.items)
@@ -207,9 +208,20 @@ class ExprMixin:
         taint = first_taint(*vals)
         t = next((v for v in vals if v.kind == "tensor"), None)
         if t is not None:
-            # ``indices >= 0``: elementwise, a mask with the operands' axes (the batch axis among them).
+            # ``indices >= 0``: elementwise, a mask with the operands' axes (the batch axis among them,
+            # a piece's batch-dependent extent too); booleans, which a sum counts exactly.
             batched = next((v for v in vals if v.kind == "tensor" and v.batch is not None), t)
-            return V(taint=taint, kind="tensor", batch=batched.batch, rank=batched.rank, baxis=batched.baxis)
+            cut = next((v for v in vals if v.kind == "tensor" and v.ctx and v.rank == batched.rank), None)
+            return V(
+                taint=taint,
+                kind="tensor",
+                batch=batched.batch,
+                rank=batched.rank,
+                baxis=batched.baxis,
+                ctx=cut.ctx if cut is not None else (),
+                cut=cut.cut if cut is not None else None,
+                integral=True,
+            )
         return V(taint=taint)
 
     def e_IfExp(self, node: ast.IfExp) -> V:
@@ -362,25 +374,29 @@ class ExprMixin:
     def tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
         """Indexing a tensor: a sample's own slice is its data, not a batch quantity."""
         out = self._tensor_index(base, node, idx)
-        cut = self._batch_cut_axes(base, node)
+        cut, why = self._batch_cut_axes(base, node)
         if not cut:
             return out
-        return dataclasses.replace(out, ctx=tuple(sorted({*out.ctx, *cut})))
+        why = extend(why, self.step(node, "a piece cut at batch-dependent bounds"))
+        return dataclasses.replace(out, ctx=tuple(sorted({*out.ctx, *cut})), cut=out.cut or why)
 
-    def _batch_cut_axes(self, base: V, node: ast.Subscript) -> set[int]:
+    def _batch_cut_axes(self, base: V, node: ast.Subscript) -> tuple[set[int], Trace | None]:
         """Axes of a per-sample dimension that ``x[:, lo:hi]`` cuts at batch-dependent bounds
         (``x[:, i * width:(i + 1) * width]`` with ``width = hidden // pieces(batch)``): the piece's
         extent there depends on the batch, as with ``x.chunk(n(batch), dim)``."""
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         cut: set[int] = set()
+        why: Trace | None = None
         for k, e in enumerate(elts):
             if not isinstance(e, ast.Slice):
                 break  # an integer index or a new axis ahead: later positions are not axes any more
             if (k == base.baxis and base.batch is not None) or _fixed_length(e):
                 continue
-            if any(b is not None and self.expr(b).taint is not None for b in (e.lower, e.upper, e.step)):
+            bounds = first_taint(*(self.expr(b) for b in (e.lower, e.upper, e.step) if b is not None))
+            if bounds is not None:
                 cut.add(k)
-        return cut
+                why = why or bounds
+        return cut, why
 
     def _tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
         first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice

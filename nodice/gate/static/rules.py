@@ -240,6 +240,16 @@ RULES: dict[str, Rule] = {
             "unresolved",
         ),
         Rule(
+            "exact_reduction_from_batch",
+            "work_partitioning",
+            "a split count or tile from the batch shapes only exact reductions (max/min, argmax/argmin, "
+            "integer sums, bitwise and/or/xor)",
+            "left to dynamic validation: no grouping changes such a reduction's bits, but how the partial "
+            "results are combined (ties of an argmax resolved to the lowest index, every partial taken) "
+            "is checked by running it; a split size fixed by the reduction length makes it decidable",
+            "unresolved",
+        ),
+        Rule(
             "native_split_from_sm_count",
             "work_partitioning",
             "native split count derived from the SM count alone",

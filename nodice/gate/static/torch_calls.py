@@ -12,6 +12,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from nodice.gate.static.expressions import shape_item, shape_value
+from nodice.gate.static.torch_dtypes import METHOD_DTYPES, converted_to, exact_reduction, is_integral
 from nodice.gate.static.torch_sinks import TorchSinksMixin
 from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, first_taint
 
@@ -205,7 +206,8 @@ class TorchMixin(TorchSinksMixin):
         # Elementwise work keeps the operands' axes whose extent depends on the batch (a piece of a
         # per-sample axis cut by the batch size stays that piece).
         ctx = tuple(sorted({a for v in tensors if v.rank == rank for a in v.ctx}))
-        return V(taint=taint, kind="tensor", batch=batch, baxis=baxis, rank=rank, ctx=ctx)
+        cut = next((v.cut for v in tensors if v.rank == rank and v.ctx), None) if ctx else None
+        return V(taint=taint, kind="tensor", batch=batch, baxis=baxis, rank=rank, ctx=ctx, cut=cut)
 
     # ---- torch functions ---------------------------------------------------------
     def torch_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
@@ -337,14 +339,19 @@ class TorchMixin(TorchSinksMixin):
             "type",
             "cuda",
             "cpu",
+            *METHOD_DTYPES,
         ):
+            to_dtype = converted_to(fn, args, kwargs)
+            same = fn in _SAME_SHAPE or fn in METHOD_DTYPES
             return V(
                 taint=recv.taint,
                 kind="tensor",
                 batch=recv.batch,
                 baxis=recv.baxis,
-                rank=recv.rank if fn in _SAME_SHAPE else None,
-                ctx=recv.ctx if fn in _SAME_SHAPE else (),
+                rank=recv.rank if same else None,
+                ctx=recv.ctx if same else (),
+                cut=recv.cut if same else None,
+                integral=is_integral(to_dtype) if to_dtype is not None else recv.integral,
             )
         return self.tensor_result([recv, *args, *kwargs.values()], node, arith=fn in ARITH)
 
@@ -372,6 +379,8 @@ class TorchMixin(TorchSinksMixin):
             baxis=recv.baxis,
             rank=recv.rank,
             ctx=tuple(sorted({*recv.ctx, axis})),
+            cut=extend(size.taint, self.step(node, f"{fn} into pieces whose extent depends on the batch")),
+            integral=recv.integral,
         )
         return V(kind="seq", ref=piece)
 
@@ -425,7 +434,10 @@ class TorchMixin(TorchSinksMixin):
         if not ctx:
             return None
         axes, rank = tuple(sorted(ctx)), len(sizes)
-        return V(taint=recv.taint, kind="tensor", batch=recv.batch, baxis=recv.baxis, rank=rank, ctx=axes)
+        why = extend(first_taint(*sizes), self.step(node, "groups whose extent depends on the batch"))
+        return V(
+            taint=recv.taint, kind="tensor", batch=recv.batch, baxis=recv.baxis, rank=rank, ctx=axes, cut=why
+        )
 
     def reduction(self, fn: str, recv: V, rest: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         """A reduction over the batch axis makes a batch statistic; over other axes, per-sample data."""
@@ -450,8 +462,11 @@ class TorchMixin(TorchSinksMixin):
             axes = {d + recv.rank if d is not None and d < 0 and recv.rank is not None else d for d in dims}
             regrouped = len(recv.ctx) > 1 and axes >= set(recv.ctx)  # every group of a view: one sum
             if not regrouped and ((dim_v is None and not per_row_default) or axes & set(recv.ctx)):
-                why = f"{fn} over an axis whose extent depends on the batch: {PARTIAL_RESULT}"
-                taint = (self.step(node, why),)
+                if exact_reduction(fn, recv, kwargs):
+                    self.exact_piece(fn, recv, node)
+                else:
+                    why = f"{fn} over an axis whose extent depends on the batch: {PARTIAL_RESULT}"
+                    taint = (self.step(node, why),)
         if fn in ("sort", "argsort") and recv.batch is not None and not over_batch:
             self.sample_order(fn, recv, node)
         if fn in self.an.contract.routing_calls:

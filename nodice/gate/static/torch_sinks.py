@@ -142,6 +142,20 @@ class TorchSinksMixin:
             self.step(node, f"{fn}"),
         )
 
+    def exact_piece(self, fn: str, piece: V, node: ast.Call) -> None:
+        """An exact reduction over a piece the batch cut: no grouping changes its bits, the way the
+        pieces' results are combined is left to dynamic validation."""
+        self.an.report(
+            "exact_reduction_from_batch",
+            self.mod,
+            node,
+            "NUM_SPLITS",
+            f"{fn} over pieces whose extent depends on the batch: an exact reduction, left to dynamic "
+            "validation",
+            piece.cut or (),
+            self.step(node, f"{fn} over the piece"),
+        )
+
     def sample_order(self, fn: str, recv: V, node: ast.Call) -> None:
         """A sort along a sample's own axis whose keys are batch statistics (positions in a batch-wide
         union …): the order of the sample's entries, and of any reduction over them, is the batch's."""

@@ -48,12 +48,25 @@ _ELEMENTWISE = {
     "isinf",
     "signbit",
 }
+# Elementwise calls whose result has their value operands' dtype (``where``: not the condition's).
+_KEEPS_DTYPE = ("where", "maximum", "minimum", "abs", "clamp")
 _PASS_FIRST = {"multiple_of", "max_contiguous", "max_constancy", "assume", "contiguous"}
 _SUM_LIKE = {"sum", "reduce", "cumsum", "cumprod", "associative_scan"}
+# Reductions whose result cannot depend on the order or grouping of their terms; a sum is one too
+# when its terms are integers.
 _EXACT = {"max", "min", "argmax", "argmin", "xor_sum"}
+_INT_EXACT = {"sum", "cumsum"}
 _RNG = {"rand", "randn", "randint", "randint4x", "rand4x", "randn4x", "philox", "philox_impl"}
 _QUIET = {"static_print", "device_print", "static_assert", "device_assert", "debug_barrier", "print"}
 _ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _value_dtype(values: list[KV]) -> str | None:
+    """The dtype family of values combined elementwise: float if one is, int if all are."""
+    dtypes = {v.dtype for v in values}
+    if "float" in dtypes:
+        return "float"
+    return "int" if dtypes == {"int"} else None
 
 
 class KernelExprs:
@@ -75,7 +88,7 @@ class KernelExprs:
         raise NotImplementedError
 
     def reduction(
-        self, order_sensitive: bool, dot: bool = False, node: ast.AST | None = None
+        self, order_sensitive: bool, dot: bool = False, node: ast.AST | None = None, loop: bool = False
     ) -> None:  # pragma: no cover
         raise NotImplementedError
 
@@ -106,7 +119,9 @@ class KernelExprs:
         if t is ast.Attribute:
             base = self.expr(node.value)  # type: ignore[attr-defined]
             if node.attr == "T" and base.shape is not None:  # type: ignore[attr-defined]
-                return KV(base.deps, tuple(reversed(base.shape)), base.dtype, base.data, base.reduced)
+                return KV(
+                    base.deps, tuple(reversed(base.shape)), base.dtype, base.data, base.reduced, base.extent
+                )
             return base
         if t is ast.UnaryOp:
             return self.expr(node.operand)  # type: ignore[attr-defined]
@@ -118,9 +133,10 @@ class KernelExprs:
                         self.masked.add(lab)
                 # ``offs < n_rows``, ``toks < seq_len``: a validity mask over an index block. It decides
                 # which elements exist, not what a valid element computes.
-                return KV(EMPTY, broadcast(left.shape, right.shape), "int")
+                extent = left.deps | right.deps | left.extent | right.extent
+                return KV(EMPTY, broadcast(left.shape, right.shape), "int", extent=extent)
             u = left.combine(right)
-            return KV(u.deps, u.shape, "int", u.data)
+            return KV(u.deps, u.shape, "int", u.data, extent=u.extent)
         if t is ast.BoolOp or t is ast.Compare:
             parts = (
                 node.values  # type: ignore[attr-defined]
@@ -128,7 +144,7 @@ class KernelExprs:
                 else [node.left, *node.comparators]  # type: ignore[attr-defined]
             )
             u = union([self.expr(e) for e in parts])
-            return KV(u.deps, u.shape, "int", u.data)
+            return KV(u.deps, u.shape, "int", u.data, extent=u.extent)
         if t is ast.IfExp:
             return union([self.expr(node.test), self.expr(node.body), self.expr(node.orelse)])  # type: ignore[attr-defined]
         if t is ast.Tuple or t is ast.List:
@@ -146,7 +162,7 @@ class KernelExprs:
         base = self.expr(node.value)
         idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if base.shape is None:
-            return KV(base.deps, None, base.dtype, base.data, base.reduced)
+            return KV(base.deps, None, base.dtype, base.data, base.reduced, base.extent)
         dims: list[frozenset[str]] = []
         src = list(base.shape)
         for e in idx:
@@ -161,7 +177,17 @@ class KernelExprs:
             else:
                 if src:
                     src.pop(0)
-        return KV(base.deps, (*dims, *src), base.dtype, base.data, base.reduced)
+        return KV(base.deps, (*dims, *src), base.dtype, base.data, base.reduced, base.extent)
+
+    def _mask_extent(self, mask: ast.AST | None) -> frozenset[str]:
+        """The labels a load's mask compares its elements with (what decides which ones exist). Read
+        for that alone: a mask written inline does not count as masking a loop index, as before."""
+        if mask is None:
+            return EMPTY
+        saved = set(self.masked)
+        m = self.expr(mask)
+        self.masked = saved
+        return m.deps | m.extent
 
     def _shape_arg(self, node: ast.AST | None) -> Shape | None:
         if isinstance(node, ast.Tuple | ast.List):
@@ -216,13 +242,13 @@ class KernelExprs:
             return KV(frozenset(), operand.shape, operand.dtype)
         if op == "load":
             ptr = operand if method_of is None else KV()
-            return KV(frozenset(), ptr.shape, None, True)
+            return KV(frozenset(), ptr.shape, None, True, extent=self._mask_extent(arg(1, "mask")))
         if op in ("to", "cast"):
             dtype_node = arg(1, "dtype")
             if isinstance(dtype_node, ast.Name) and dtype_node.id in self.env:
                 self.sink("reduction_branch", self.expr(dtype_node).deps, node)  # a precision parameter
             dtype = dtype_of(dtype_node) or operand.dtype
-            return KV(operand.deps, operand.shape, dtype, operand.data, operand.reduced)
+            return KV(operand.deps, operand.shape, dtype, operand.data, operand.reduced, operand.extent)
         if op in _SUM_LIKE or op in _EXACT:
             return self._reduce(node, op, operand, arg(1, "axis"), arg(2, "keep_dims"))
         if op in ("dot", "dot_scaled"):
@@ -249,14 +275,14 @@ class KernelExprs:
             return KV()
         if op in ("broadcast_to", "reshape", "view"):
             shape = self._shape_arg(arg(1, "shape"))
-            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
+            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced, operand.extent)
         if op in ("trans", "permute"):
             shape = (
                 tuple(reversed(operand.shape))
                 if operand.shape is not None and len(operand.shape) == 2
                 else None
             )
-            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
+            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced, operand.extent)
         if op == "expand_dims":
             axis = const_int(arg(1, "axis"))
             shape = operand.shape
@@ -265,7 +291,7 @@ class KernelExprs:
                 shape = (*shape[:axis], frozenset(), *shape[axis:])
             else:
                 shape = None
-            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced)
+            return KV(operand.deps, shape, operand.dtype, operand.data, operand.reduced, operand.extent)
         if op in _PASS_FIRST:
             return operand
         if name in self.helpers and method_of is None:
@@ -275,8 +301,8 @@ class KernelExprs:
             parts.insert(0, method_of)
         u = union(parts)
         if op in _ELEMENTWISE:
-            dtype = u.dtype if op in ("where", "maximum", "minimum", "abs", "clamp") else "float"
-            return KV(u.deps, u.shape, dtype, u.data, u.reduced)
+            dtype = _value_dtype(parts[1:] if op == "where" else parts) if op in _KEEPS_DTYPE else "float"
+            return KV(u.deps, u.shape, dtype, u.data, u.reduced, u.extent)
         return KV(u.deps, u.shape if op in ("cdiv",) else None, u.dtype, u.data, u.reduced)
 
     def _reduce(
@@ -302,7 +328,13 @@ class KernelExprs:
             labels, out_shape = frozenset(), None
         if op in _SUM_LIKE:
             self.reduction(order_sensitive=operand.dtype != "int", node=node)
+        if op in _EXACT or (op in _INT_EXACT and operand.dtype == "int"):
+            # Any tile, any split, any order of its terms gives the same bits.
+            self.sink("exact_reduction", labels | operand.extent, node)
+        elif op in _SUM_LIKE:
             self.sink("reduction_tile", labels, node)
+            self.sink("ordered_extent", operand.extent, node)
+        # The result folds the masked terms: how many there were no longer shows in it.
         return KV(operand.deps, out_shape, operand.dtype, operand.data, op in _SUM_LIKE or operand.reduced)
 
     def _dot(self, node: ast.Call, method_of: KV | None, args: list[ast.expr], kw: dict[str, ast.expr]) -> KV:
@@ -322,6 +354,7 @@ class KernelExprs:
             labels |= b.shape[-2]
         self.reduction(order_sensitive=False, dot=True, node=node)
         self.sink("reduction_tile", labels, node)
+        self.sink("ordered_extent", a.extent | b.extent, node)
         shape = (*a.shape[:-1], b.shape[-1]) if a.shape and b.shape and len(b.shape) >= 2 else None
         acc = vals[2] if len(vals) > 2 else KV()
         return KV(a.deps | b.deps | acc.deps, shape, "float", True, True)
@@ -360,7 +393,7 @@ class KernelExprs:
             self.sink(s.kind, labels, node)
         for a in info.atomics:
             self.atomic(node, a.certain)
-        self.reduction(info.order_sensitive, info.has_dot)
+        self.reduction(info.order_sensitive, info.has_dot, loop=info.ordered_loop)
         self.helper_signature(info.reduction_nodes)
         if not info.returns:
             return KV(frozenset(), None, None, False)

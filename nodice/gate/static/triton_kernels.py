@@ -18,8 +18,10 @@ from nodice.gate.static.triton_exprs import KernelExprs
 from nodice.gate.static.triton_summary import AtomicSite, KernelInfo, KernelSink
 from nodice.gate.static.triton_values import KV, dotted, periodic_names
 
-# Order-insensitive accumulations: max/min give the same bits in any order.
-_EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin"}
+# Order-insensitive accumulations: max/min and bitwise and/or/xor give the same bits in any order
+# (so does ``+`` on integers, which the loop tells by the accumulator's dtype).
+_EXACT_UPDATES = {"maximum", "minimum", "max", "min", "argmax", "argmin", "xor_sum"}
+_EXACT_OPS = (ast.BitOr, ast.BitAnd, ast.BitXor)
 
 
 def is_jit(fn: ast.FunctionDef) -> bool:
@@ -84,13 +86,16 @@ def _record(node: ast.Assign | ast.AugAssign | ast.AnnAssign, around: list[LoopU
         if isinstance(node.target, ast.Name):
             for selfref, _, inexact in around:
                 selfref.add(node.target.id)
-                inexact.add(node.target.id)
+                if not isinstance(node.op, _EXACT_OPS):
+                    inexact.add(node.target.id)
         return
     if node.value is None:
         return
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     used = _names_in(node.value)
     top = dotted(node.value.func).split(".")[-1] if isinstance(node.value, ast.Call) else ""
+    if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, _EXACT_OPS):
+        top = "max"  # ``acc = acc | bits``: as order-insensitive as a maximum
     for t in targets:
         for name in _assigned_names(t):
             for selfref, reinit, inexact in around:
@@ -126,9 +131,12 @@ class _KernelWalker(KernelExprs):
     def atomic(self, node: ast.AST, certain: bool) -> None:
         self.info.atomics.append(AtomicSite(getattr(node, "lineno", 0), "", certain))
 
-    def reduction(self, order_sensitive: bool, dot: bool = False, node: ast.AST | None = None) -> None:
+    def reduction(
+        self, order_sensitive: bool, dot: bool = False, node: ast.AST | None = None, loop: bool = False
+    ) -> None:
         self.info.order_sensitive |= order_sensitive
         self.info.has_dot |= dot
+        self.info.ordered_loop |= loop
         if node is not None:
             self.info.reduction_nodes.append(node)
 
@@ -269,20 +277,27 @@ class _KernelWalker(KernelExprs):
             self.walk(s.body)  # values carried around the loop reach the next iteration
         self.loop_indices = outer
         accumulators = {n for n in candidates if self.env[n].data}
-        if accumulators & inexact:  # a loop that only takes maxima reduces in any order alike
+        extent = frozenset().union(*(self.env[n].extent for n in accumulators))
+        # A loop that only takes maxima (or ors bits, or adds integers) reduces in any order alike.
+        ordered = {n for n in accumulators & inexact if self.env[n].dtype != "int"}
+        if accumulators and not ordered:
+            self.sink("exact_reduction", bound.deps | extent, s.iter if isinstance(s.iter, ast.Call) else s)
+        if accumulators & inexact:
             for n in accumulators:
                 v = self.env[n]
-                self.env[n] = KV(v.deps, v.shape, v.dtype, v.data, True)
+                self.env[n] = KV(v.deps, v.shape, v.dtype, v.data, True, v.extent)
             # The loop's start and step decide which elements each program folds and in what steps.
             # Its end decides how many, unless the body masks elements against the loop index: then
             # iterations past the real end are masked no-ops (a causal key loop ending at the
             # query block's end). Not when the end's labels also size the piece each iteration
             # covers (``for c in range(n_chunks)`` over ``c * chunk`` with ``chunk = H // n_chunks``):
             # then they decide how the reduction is cut, masked or not.
-            self.reduction(False, node=s.iter)
-            sizing = bound.deps & self.scaled.get(marker, set())
-            labels = bound.deps if marker not in self.masked else start_step | sizing
-            self.sink("reduction_bound", labels, s.iter if isinstance(s.iter, ast.Call) else s)
+            self.reduction(False, node=s.iter, loop=bool(ordered))
+            if ordered:
+                sizing = bound.deps & self.scaled.get(marker, set())
+                labels = bound.deps if marker not in self.masked else start_step | sizing
+                self.sink("reduction_bound", labels, s.iter if isinstance(s.iter, ast.Call) else s)
+                self.sink("ordered_extent", extent, s.iter if isinstance(s.iter, ast.Call) else s)
 
 
 _REDUCING_CALLS = {"sum", "reduce", "cumsum", "cumprod", "associative_scan", "dot", "dot_scaled"}

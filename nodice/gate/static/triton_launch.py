@@ -20,6 +20,23 @@ if TYPE_CHECKING:
 OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "grid", "warmup", "stream"}
 
 
+# Protected parameters that shape a reduction (split counts, chunk sizes), as opposed to seeds and
+# routing: exact reductions are what they cannot change.
+SHAPING = ("work_partitioning", "reduction_order")
+
+
+def _shapes_exact_only(info: KernelInfo, p: str) -> bool:
+    """Whether a split count or tile ``p`` cannot change the bits ``info``'s kernel computes: every
+    reduction it reaches (its tile, its loop range, the masks of its terms) is exact (max/min,
+    argmax/argmin, an integer sum, bitwise and/or/xor), and nothing else of the kernel's sees it
+    (stored values, random draws, a choice of reduction). Where it reaches no reduction at all, the
+    kernel must have none whose bits depend on the order of its terms."""
+    sinks = info.param_sinks(p)
+    if any(s.kind != "exact_reduction" for s in sinks):
+        return False
+    return bool(sinks) or not info.reduces_in_order
+
+
 class LaunchMixin:
     an: Analysis
     mod: ModuleInfo
@@ -63,6 +80,16 @@ class LaunchMixin:
             return None if g.taint is None else [g]
         return None
 
+    def _exact_step(self, kref: KernelRef, info: KernelInfo, p: str) -> str:
+        exact = [s for s in info.param_sinks(p) if s.kind == "exact_reduction"]
+        if exact:
+            return self._kernel_step(kref, exact[0], f"{p} shapes this exact reduction")
+        return self._kernel_step(
+            kref,
+            KernelSink("kernel", frozenset(), info.node.lineno, ""),
+            f"{info.name} has no reduction whose bits depend on the order of its terms",
+        )
+
     def _kernel_step(self, kref: KernelRef, s: KernelSink, note: str) -> str:
         mod = kref.module
         text = mod.lines[s.line - 1].strip() if 0 < s.line <= len(mod.lines) else s.text
@@ -91,6 +118,21 @@ class LaunchMixin:
                 continue
             at = self.step(node, f"passed as {p} to {name}")
             prot = contract.protected_for(p, rng_context=p in rng_params)
+            named_tile = p in info.constexprs and contract.is_reduction_tile(p)
+            # A split count or tile judged by its name: what it reaches in the kernel decides first.
+            shaping = named_tile or (prot is not None and prot.mechanism in SHAPING)
+            if shaping and _shapes_exact_only(info, p):
+                self.an.report(
+                    "exact_reduction_from_batch",
+                    self.mod,
+                    node,
+                    prot.name if prot is not None else p,
+                    f"{p} depends on the batch, and the reductions it shapes in {name} are exact",
+                    (*v.taint, at),
+                    self._exact_step(kref, info, p),
+                    mechanism=prot.mechanism if prot is not None else "reduction_order",
+                )
+                continue
             if prot is not None:
                 self.report_protected(prot, p, v.taint, node, f"passed as {p} to {name}")  # type: ignore[attr-defined]
             sinks = info.param_sinks(p)
@@ -99,7 +141,7 @@ class LaunchMixin:
             rng = [s for s in sinks if s.kind == "rng"]
             branches = [s for s in sinks if s.kind == "reduction_branch"]
             outputs = [s for s in sinks if s.kind in ("output", "output_reduced")]
-            if tiles or (p in info.constexprs and contract.is_reduction_tile(p) and not bounds):
+            if tiles or (named_tile and not bounds):
                 last = (
                     self._kernel_step(kref, tiles[0], f"{p} is the tile of this reduction") if tiles else at
                 )

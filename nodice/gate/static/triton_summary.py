@@ -16,7 +16,11 @@ from nodice.gate.static.triton_values import KV
 class KernelSink:
     """A place in the kernel where the labels decide a reduction's shape or a random draw."""
 
-    kind: str  # reduction_tile | reduction_bound | reduction_branch | rng | output | output_reduced
+    # reduction_tile | reduction_bound | reduction_branch | rng | output | output_reduced, and two that
+    # only say what a split count reaches: exact_reduction (the tile, range or masked terms of a
+    # reduction whose bits no grouping changes) and ordered_extent (the masked terms of one whose
+    # bits the grouping decides).
+    kind: str
     labels: frozenset[str]
     line: int
     text: str
@@ -47,6 +51,7 @@ class KernelInfo:
     atomics: list[AtomicSite] = field(default_factory=list)
     order_sensitive: bool = False  # has a float tl.sum / tl.reduce / cumsum (a cross-thread tree)
     has_dot: bool = False
+    ordered_loop: bool = False  # a loop accumulates floats (step by step, in its own order)
     autotune: Autotune | None = None
     heuristics: dict[str, ast.expr] = field(default_factory=dict)
     # The reductions the kernel performs (sum-like calls, reduction loop ranges), by source shape:
@@ -74,6 +79,12 @@ class KernelInfo:
         """
         key = f"nprog:{axis}"
         return [s for s in self.sinks if key in s.labels and s.kind in ("reduction_tile", "reduction_bound")]
+
+    @property
+    def reduces_in_order(self) -> bool:
+        """Whether some reduction's bits depend on the order and grouping of its terms: a float sum,
+        a dot, a loop accumulating floats, a float (or unknown) atomic add."""
+        return self.order_sensitive or self.has_dot or self.ordered_loop or bool(self.atomics)
 
     @property
     def rng_params(self) -> set[str]:

@@ -34,11 +34,15 @@ EMPTY: frozenset[str] = frozenset()
 class KV:
     """A kernel value: its dependencies, block shape, dtype family, and whether it holds data.
 
+    ``extent``: the labels of the validity masks its elements were loaded under (``s < num_splits``).
+    A mask decides which elements exist, not what a valid one is, so these are not dependencies;
+    they say which labels decide how many terms a reduction over the value folds.
+
     A plain slotted class: kernel summaries build thousands of these, and a frozen dataclass
     constructs several times slower.
     """
 
-    __slots__ = ("data", "deps", "dtype", "reduced", "shape")
+    __slots__ = ("data", "deps", "dtype", "extent", "reduced", "shape")
 
     def __init__(
         self,
@@ -47,12 +51,14 @@ class KV:
         dtype: str | None = None,  # "int" | "float" | None (unknown)
         data: bool = False,  # derived from memory or a reduction (not just indices)
         reduced: bool = False,  # a sum or an accumulator
+        extent: frozenset[str] = EMPTY,
     ):
         self.deps = deps
         self.shape = shape
         self.dtype = dtype
         self.data = data
         self.reduced = reduced
+        self.extent = extent
 
     def combine(self, other: KV, op: ast.AST | None = None) -> KV:
         a, b = self.dtype, other.dtype
@@ -73,6 +79,7 @@ class KV:
             dtype,
             self.data or other.data,
             self.reduced or other.reduced,
+            self.extent | other.extent if other.extent else self.extent,
         )
 
 

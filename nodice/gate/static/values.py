@@ -38,6 +38,8 @@ class V:
     opaque: bool = False  # the analyzer does not know where it comes from
     baxis: int = 0  # tensors: which axis ``batch`` refers to
     ctx: tuple[int, ...] = ()  # tensors: other axes whose size depends on the batch context
+    cut: Trace | None = None  # tensors: why the ``ctx`` axes' sizes depend on it (the count or size)
+    integral: bool = False  # tensors: holds integers or booleans (a comparison, an integer cast)
 
     @property
     def tainted(self) -> bool:
@@ -57,6 +59,8 @@ class V:
             self.opaque,
             self.baxis,
             self.ctx,
+            self.cut,
+            self.integral,
         )
 
     def with_taint(self, taint: Trace | None) -> V:
