@@ -224,6 +224,14 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def _host(pid: int) -> int:
+    """The Ray worker process a sandbox runs under: its parent, or its fork server's parent."""
+    parent = _parent(pid)
+    if b"nodice.evaluation.forkserver" in Path(f"/proc/{parent}/cmdline").read_bytes():
+        return _parent(parent)
+    return parent
+
+
 def _kill_hosts(marker: Path, times: int) -> threading.Thread:
     """Kill the Ray worker process hosting each sandbox that writes ``marker``, ``times`` times."""
 
@@ -235,7 +243,7 @@ def _kill_hosts(marker: Path, times: int) -> threading.Thread:
             for pid in pids:
                 if pid not in killed:
                     with contextlib.suppress(OSError, IndexError, ValueError):
-                        os.kill(_parent(pid), signal.SIGKILL)  # the actor: a Ray worker of our own cluster
+                        os.kill(_host(pid), signal.SIGKILL)  # the actor: a Ray worker of our own cluster
                     killed.add(pid)
             time.sleep(0.1)
 
