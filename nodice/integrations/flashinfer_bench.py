@@ -19,9 +19,10 @@ from typing import Any
 from nodice.errors import SolutionError
 from nodice.evaluation.export import trace_records
 from nodice.evaluation.record import Evaluation
+from nodice.integrations.fib_native import NATIVE_LANGUAGES, native_entry
 from nodice.tasks.definition import Adapter, adapter_for, definition_task_name, load_definition, load_model
 
-# Languages whose sources the gate runs as they are (CUDA and C++ solutions need FlashInfer-Bench's builders).
+# Languages whose sources the gate runs as they are; CUDA and C++ go through a built entry (fib_native).
 _LANGUAGES = ("python", "triton")
 
 
@@ -51,24 +52,27 @@ def prepare(solution_path: str | Path, definition_path: str | Path, folder: str 
             f"solution {solution.name} is for definition {solution.definition}, not {definition.name}"
         )
     language = solution.spec.language.value
-    if language not in _LANGUAGES:
-        raise SolutionError(
-            f"solution {solution.name} is {language}; nodice runs {' and '.join(_LANGUAGES)} solutions"
-        )
+    if language not in _LANGUAGES + NATIVE_LANGUAGES:
+        known = ", ".join(_LANGUAGES + NATIVE_LANGUAGES)
+        raise SolutionError(f"solution {solution.name} is {language}; nodice runs {known} solutions")
     adapter = adapter_for(definition)
     root = Path(folder)
     for source in solution.sources:  # the model has already refused absolute paths and '..'
         target = root / source.path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(source.content, encoding="utf-8")
+    if language in NATIVE_LANGUAGES:
+        candidate, entry = native_entry(solution, root)
+    else:
+        candidate, entry = root / solution.get_entry_path(), solution.get_entry_symbol()
     returns = not solution.spec.destination_passing_style
     return PreparedSolution(
         definition=definition,
         solution=solution,
         adapter=adapter,
         task=definition_task_name(definition_path, returns=returns),
-        candidate=root / solution.get_entry_path(),
-        entry=solution.get_entry_symbol(),
+        candidate=candidate,
+        entry=entry,
     )
 
 
