@@ -98,7 +98,7 @@ def test_published_definition_maps_onto_its_catalog_task(name: str) -> None:
     assert task.output_names[: len(d.outputs)] == tuple(d.outputs)
 
 
-def test_fused_add_rmsnorm_is_an_rmsnorm_definition_with_a_residual_input() -> None:
+def test_fused_add_rmsnorm_is_an_rmsnorm_definition_with_a_residual_input(tmp_path: Path) -> None:
     """FlashInfer-Bench files fused add + RMSNorm under op_type rmsnorm; its residual input tells it apart."""
     fused, plain = _definition("fused_add_rmsnorm_h4096"), _definition("rmsnorm_h4096")
     assert fused.op_type == plain.op_type == "rmsnorm"
@@ -109,8 +109,30 @@ def test_fused_add_rmsnorm_is_an_rmsnorm_definition_with_a_residual_input() -> N
     # A definition that declares the updated residual as a second output has it judged under its name.
     data = json.loads((FIB / "fused_add_rmsnorm_h4096.json").read_text())
     data["outputs"]["residual_out"] = data["outputs"]["output"]
-    both = Definition.model_validate(data)
-    assert adapter_for(both).task == "add_rmsnorm"
+    data["reference"] = data["reference"].replace(
+        "return y.to(hidden_states.dtype)", "return y.to(hidden_states.dtype), x.to(hidden_states.dtype)"
+    )
+    assert adapter_for(Definition.model_validate(data)).task == "add_rmsnorm"
+    definition = tmp_path / "fused_add_rmsnorm_h4096.json"
+    definition.write_text(json.dumps(data))
+    writes_both = "output[i : i + 1] = (x * inv_rms * w).to(output.dtype)"
+    for residual_out, verdict in (("x", "pass"), ("x * 2", "incorrect")):
+        solution, _ = _edited_solution(
+            tmp_path,
+            "fused_add_rmsnorm_h4096_torch_row",
+            "def run(hidden_states, residual, weight, output):",
+            "def run(hidden_states, residual, weight, output, residual_out):",
+        )
+        solution, _ = _edited_solution(
+            tmp_path,
+            solution,
+            writes_both,
+            f"{writes_both}\n        residual_out[i : i + 1] = ({residual_out}).to(residual_out.dtype)",
+        )
+        r = _judge(solution, definition, tmp_path / verdict, static=False)
+        assert r.verdict == verdict, (r.reason, r.error)
+    correctness = r.stage("correctness")
+    assert correctness is not None and ": residual_out[" in correctness.detail
 
 
 def _lse_free(out: object) -> torch.Tensor:
@@ -214,12 +236,13 @@ def test_published_definition_no_catalog_task_computes_is_refused_with_its_reaso
     )
 
 
-def _edited_solution(tmp_path: Path, solution: str, old: str, new: str) -> tuple[Path, Path]:
-    data = json.loads((FIB / f"{solution}.json").read_text())
+def _edited_solution(tmp_path: Path, solution: str | Path, old: str, new: str) -> tuple[Path, Path]:
+    file = solution if isinstance(solution, Path) else FIB / f"{solution}.json"
+    data = json.loads(file.read_text())
     source = data["sources"][0]["content"]
     assert old in source
     data["sources"][0]["content"] = source.replace(old, new)
-    path = tmp_path / f"{solution}_edited.json"
+    path = tmp_path / f"{file.stem.removesuffix('_edited')}_edited.json"
     path.write_text(json.dumps(data))
     return path, FIB / f"{data['definition']}.json"
 
