@@ -243,7 +243,7 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
             "not rmsnorm_h2048",
         ),
         (RMSNORM_ROW, renamed, "are not a rmsnorm interface nodice adapts"),
-        (cuda, RMSNORM_DEF, "is cuda; nodice runs python and triton solutions"),
+        (cuda, RMSNORM_DEF, "is not a C/C++/CUDA source (.cu, .cpp, .cc, .cxx, .c)"),
         (RMSNORM_DEF, RMSNORM_DEF, "is not a FlashInfer-Bench Solution: definition: Field required"),
         (
             RMSNORM_ROW,
