@@ -314,6 +314,12 @@ def test_options_of_a_reference_are_refused_with_a_task(tmp_path: Path) -> None:
     proc = run_cli("check", "x.py", "--task", "rmsnorm", "--batch-size", "4", "--eval-mode")
     assert proc.returncode == 2
     assert "--batch-size, --eval-mode apply to --reference only" in proc.stderr
+    # With --json every error path prints the one JSON object too.
+    missing = tmp_path / "missing.py"
+    proc = run_cli("check", "x.py", "--reference", str(missing), "--json")
+    assert proc.returncode == 2
+    payload = json.loads(proc.stdout)
+    assert payload["verdict"] == "error" and payload["error"] == f"bad reference: no such file: {missing}"
 
 
 def test_audit_counts_applicable_artifacts_apart_from_their_verdicts(tmp_path: Path) -> None:

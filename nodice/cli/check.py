@@ -53,8 +53,9 @@ def _task_and_entry(
     reference: Path | None,
     batch_axis: int | None,
     entry: str | None,
-    batch_size: int | None = None,
-    eval_mode: bool = False,
+    batch_size: int | None,
+    eval_mode: bool,
+    refuse: Callable[[str], NoReturn],
 ) -> tuple[str, str]:
     """The task name and entry point from ``--task`` or ``--reference`` (exactly one of them)."""
     from nodice.references import REFERENCE_ENTRY, task_from_options
@@ -62,7 +63,7 @@ def _task_and_entry(
     try:
         name = task_from_options(task, reference, batch_axis, "--task T", batch_size, eval_mode)
     except NodiceError as exc:
-        fail(exc.line())
+        refuse(exc.line())
     return name, entry or (REFERENCE_ENTRY if reference is not None else "kernel")
 
 
@@ -164,15 +165,15 @@ def check(
             dynamic=not static_only,
         )
 
+    def refuse(message: str) -> NoReturn:
+        _refuse(message, where, str(file), str(definition or reference or task or ""))
+
     if definition is None:
         if trace is not None:
-            fail("--trace goes with --definition")
-        task, entry = _task_and_entry(task, reference, batch_axis, entry, batch_size, eval_mode)
+            refuse("--trace goes with --definition")
+        task, entry = _task_and_entry(task, reference, batch_axis, entry, batch_size, eval_mode, refuse)
         _run_check(request(file, task, entry, bench), str(file), where)
         return
-
-    def refuse(message: str) -> NoReturn:
-        _refuse(message, where, str(file), str(definition))
 
     if task is not None or reference is not None or entry is not None:
         refuse("--definition names the task and the entry point: drop --task, --reference and --entry")
