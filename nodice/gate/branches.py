@@ -39,7 +39,8 @@ from typing import Any
 
 from nodice.gate.result import Finding
 
-CONFIRMABLE_RULES = frozenset({"algorithm_selection_by_batch"})
+# Choices between algorithms, and a dtype chosen by a branch (a conversion that may change no bits).
+CONFIRMABLE_RULES = frozenset({"algorithm_selection_by_batch", "precision_from_batch"})
 
 # The two sides of each kind of branch, in the words a report uses.
 SIDES = {"if": ("taken", "other"), "try": ("tried", "handler")}

@@ -21,6 +21,7 @@ from nodice.gate.static.handlers import HandlerMixin, terminates
 from nodice.gate.static.loops import LoopMixin
 from nodice.gate.static.module_state import StateMixin
 from nodice.gate.static.pins import truth
+from nodice.gate.static.precision import PrecisionMixin
 from nodice.gate.static.program import (
     MAX_STEPS,
     Analysis,
@@ -102,7 +103,9 @@ def _empty_batch_test(test: ast.expr, sizes: frozenset[str] = frozenset()) -> bo
     return _is_size(test, sizes)
 
 
-class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMixin, StateMixin):
+class Interp(
+    ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMixin, StateMixin, PrecisionMixin
+):
     """Abstract execution of one function body (or a module's or class's top level)."""
 
     def __init__(
@@ -363,6 +366,8 @@ class Interp(ExprMixin, CallMixin, TorchMixin, LaunchMixin, LoopMixin, HandlerMi
         elif terminates(s.orelse) and not terminates(s.body):
             self.env = env_body
         else:
+            if ctrl is not None:
+                self.dtype_branch(s, ctrl, env_body, env_else)
             self.env = merge_envs(env_body, env_else)
 
     def s_With(self, s: ast.With | ast.AsyncWith) -> None:

@@ -97,6 +97,8 @@ class Analysis:
         self._listing: frozenset[str] | None = None
         self._stored: dict[Path, frozenset[str]] = {}  # attribute stores per folder (pins)
         self.steps = 0
+        # The branches after which a tensor's dtype depends on the batch, by their trace step.
+        self.dtype_branches: dict[str, dict[str, Any] | None] = {}
 
     def report(
         self,

@@ -87,6 +87,13 @@ RULES: dict[str, Rule] = {
             "reduce in exactly the same order, or choose the path from per-sample dimensions only",
         ),
         Rule(
+            "precision_from_batch",
+            "algorithm_selection",
+            "a tensor whose dtype depends on the batch reaches a kernel: the precision is chosen per batch",
+            "compute every batch size in the same dtype: convert (or not) for all batch sizes alike, or "
+            "choose the precision from per-sample sizes only",
+        ),
+        Rule(
             "autotune_key_has_batch",
             "autotune",
             "the autotuner picks a configuration per batch size",

@@ -12,6 +12,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from nodice.gate.static.expressions import shape_item, shape_value
+from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.torch_dtypes import METHOD_DTYPES, converted_to, exact_reduction, is_integral
 from nodice.gate.static.torch_sinks import TorchSinksMixin
 from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, first_taint
@@ -313,8 +314,7 @@ class TorchMixin(TorchSinksMixin):
             given = [a for a in [*args, kwargs.get("dtype")] if a is not None and a.kind == "value"]
             dtype = first_taint(*given)
             if dtype is not None:
-                step = self.step(node, "converted to a dtype that depends on the batch")
-                taint = extend(dtype, step)
+                taint = dtype_step(dtype, self.step(node, f"converted to {DTYPE_FROM_BATCH}"))
                 return V(taint=taint, kind="tensor", batch=recv.batch, baxis=recv.baxis, rank=recv.rank)
         if fn in ("view", "reshape") and recv.kind == "tensor":
             shaped = self.reshaped(recv, args, node)
@@ -352,6 +352,7 @@ class TorchMixin(TorchSinksMixin):
                 ctx=recv.ctx if same else (),
                 cut=recv.cut if same else None,
                 integral=is_integral(to_dtype) if to_dtype is not None else recv.integral,
+                dtype=to_dtype or recv.dtype,
             )
         return self.tensor_result([recv, *args, *kwargs.values()], node, arith=fn in ARITH)
 

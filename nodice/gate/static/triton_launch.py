@@ -117,6 +117,7 @@ class LaunchMixin:
             if v.taint is None:
                 continue
             at = self.step(node, f"passed as {p} to {name}")
+            self.precision_sink(p, v, name, node)  # type: ignore[attr-defined]
             prot = contract.protected_for(p, rng_context=p in rng_params)
             named_tile = p in info.constexprs and contract.is_reduction_tile(p)
             # A split count or tile judged by its name: what it reaches in the kernel decides first.

@@ -40,6 +40,7 @@ class V:
     ctx: tuple[int, ...] = ()  # tensors: other axes whose size depends on the batch context
     cut: Trace | None = None  # tensors: why the ``ctx`` axes' sizes depend on it (the count or size)
     integral: bool = False  # tensors: holds integers or booleans (a comparison, an integer cast)
+    dtype: str | None = None  # tensors: the dtype a conversion gave it (None: as it came)
 
     @property
     def tainted(self) -> bool:
@@ -61,6 +62,7 @@ class V:
             self.ctx,
             self.cut,
             self.integral,
+            self.dtype,
         )
 
     def with_taint(self, taint: Trace | None) -> V:
