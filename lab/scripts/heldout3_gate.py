@@ -70,7 +70,7 @@ def tally(rows: list[dict]) -> dict:
         group = [r for r in rows if r["label"] == label]
         return sum(1 for r in group if pred(r["verdict"])), len(group)
 
-    rejected = lambda v: v in ("bi_violation", "incorrect", "cheat")  # noqa: E731
+    rejected = lambda v: v in ("bi_violation", "incorrect", "cheat")
     return {
         "detected": count("violating", lambda v: v == "bi_violation"),
         "violating_rejected_any": count("violating", rejected),
