@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nodice.evaluation.forkserver import ForkedWorker, server_for
+from nodice.evaluation.forkserver import ForkedWorker, forking_enabled, server_for
 from nodice.evaluation.limits import Limits, clean_environment
 from nodice.evaluation.workers import PACKAGE_ROOT, WorkerProcess
 from tests.conftest import ROOT
@@ -50,6 +50,13 @@ def test_a_worker_is_a_fork_of_the_server_in_its_own_session_and_reports_its_dea
         assert worker._death() == "worker killed by SIGSEGV"
     finally:
         worker.close()
+
+
+def test_cuda_workers_are_new_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork of a process that asked the driver anything cannot use CUDA: the server serves CPU workers."""
+    assert forking_enabled("cpu") and not forking_enabled("cuda")
+    monkeypatch.setenv("NODICE_FORKSERVER", "0")
+    assert not forking_enabled("cpu")
 
 
 def test_without_the_fork_server_a_worker_is_a_new_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,8 @@ Importing torch is most of a worker's start-up (about 1.5-2 s of CPU; the rest,
 Triton and nodice, takes a tenth of it). A worker that runs one candidate
 (``isolation="isolated"``) pays it for every candidate. The fork server is a
 fresh interpreter, started like a worker with the worker's clean environment,
-that imports torch (with its C++ extension builder) and nothing else, starts no thread and never touches a
-device; each worker is then a fork of it, which goes on exactly as a spawned
+that imports torch (with its C++ extension builder on a CPU-only torch) and nothing else, starts no
+thread and never touches a device; each worker is then a fork of it, which goes on exactly as a spawned
 worker does (:func:`nodice.evaluation.worker_main.main`): its own session,
 its own pipes, its limits, Triton, the harness, the job.
 
@@ -22,8 +22,11 @@ child's pid. The server reaps its children and reports each exit status
 caller goes away (the socket closes) the server kills its workers' process
 groups and exits.
 
-``NODICE_FORKSERVER=0`` turns it off: every worker is then spawned as a new
-interpreter.
+It serves CPU workers. A CUDA worker is a new interpreter, as before: CUDA
+cannot be used in a fork of a process that initialised the driver, and asking
+whether a GPU exists (which ``torch.utils.cpp_extension`` does on import) already
+does. ``NODICE_FORKSERVER=0`` turns it off: every worker is then spawned as a
+new interpreter.
 """
 
 from __future__ import annotations
@@ -86,7 +89,12 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
 def serve(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's; EOF ends us
     sock = socket.socket(fileno=fd)
-    import torch.utils.cpp_extension  # noqa: F401  (torch, the point of the server, and its builder)
+    import torch  # the point of the server
+
+    if not torch.cuda._is_compiled():
+        # Its import asks torch.cuda.is_available() where CUDA is compiled in, which initialises the
+        # driver and poisons every fork; a CPU-only torch has nothing to initialise.
+        import torch.utils.cpp_extension
 
     sock.send(json.dumps({"ready": os.getpid()}).encode())
     children: set[int] = set()
@@ -232,8 +240,12 @@ _SERVERS: dict[tuple[tuple[str, str], ...], ForkServer] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def forking_enabled() -> bool:
-    return os.environ.get("NODICE_FORKSERVER", "1") != "0" and hasattr(os, "fork")
+def forking_enabled(device: str | None) -> bool:
+    """Workers for the CPU only: CUDA must be initialised by a process's own start (a fork of a process
+    that touched the driver cannot use it), so CUDA workers are new interpreters."""
+    if os.environ.get("NODICE_FORKSERVER", "1") == "0" or not hasattr(os, "fork"):
+        return False
+    return device == "cpu" or (not device and not Path("/dev/nvidiactl").exists())
 
 
 def server_for(env: dict[str, str]) -> ForkServer:

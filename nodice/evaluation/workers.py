@@ -86,7 +86,7 @@ class WorkerProcess:
         environment = clean_environment(PACKAGE_ROOT, env)
         self.proc: subprocess.Popen[bytes] | ForkedWorker
         try:
-            if not forking_enabled():
+            if not forking_enabled(device):
                 raise ForkServerError("off")
             self.proc = server_for(environment).fork(child_fd, out_write, device or "", memory)
         except ForkServerError:  # a new interpreter, as the fork server would have been
