@@ -54,9 +54,11 @@ def load_model(kind: str, path: str | Path, error: type[DefinitionError] = Defin
     """The file as FlashInfer-Bench's own ``kind`` model (``Definition``, ``Solution``), else ``error``."""
     try:
         from flashinfer_bench import data
-    except ImportError:
+    except ImportError as exc:
+        missing = "" if exc.name == "flashinfer_bench" else f" ({exc.name or exc} is missing)"
         raise error(
-            "reading FlashInfer-Bench files needs flashinfer-bench: pip install 'nodice[flashinfer-bench]'"
+            f"reading FlashInfer-Bench files needs flashinfer-bench{missing}: "
+            "pip install 'nodice[flashinfer-bench]'"
         ) from None
     from pydantic import ValidationError
 
