@@ -11,7 +11,7 @@
 # created empty), stdout and stderr going to $RUN/log, stopped after SECONDS (exit 124). The carried
 # baseline wheels are installed once first (bench/gpu/site.sh). BUDGET (seconds, default 570) bounds
 # the whole call: a measurement that would start with less than its SECONDS left is skipped.
-# Outputs in $OUT: run_many.log (one line per measurement: exit status, seconds) and results.tar.gz
+# ONLY=name,name runs the named measurements alone. Outputs in $OUT: run_many.log (one line per measurement: exit status, seconds) and results.tar.gz
 # (every measurement's folder and the log).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,6 +41,9 @@ for spec in "$@"; do
   if [[ ! $name =~ ^[A-Za-z0-9_.-]+$ ]] || [[ ! $seconds =~ ^[0-9]+$ ]] || [ "$command" = "$rest" ]; then
     echo "run_many.sh: bad measurement '$spec' (NAME=SECONDS=COMMAND)" | tee -a "$log"
     continue
+  fi
+  if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then
+    continue  # ONLY=name,name: the other measurements are left out
   fi
   left=$((budget - ($(date +%s) - start)))
   if [ "$seconds" -gt "$left" ]; then
