@@ -55,15 +55,28 @@ def check_applicable(task: Task, device: torch.device, seed: int) -> None:
         return
     if task.name not in _CHECKED:
         progress.stage("applicability")
-        _CHECKED[task.name] = _coupling(task, device, seed)
+        try:
+            _CHECKED[task.name] = _coupling(task, device, seed)
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()  # the float64 batches go back to the device, not the cache
     why = _CHECKED[task.name]
     if why:
         raise NotApplicableError(why)
 
 
+# Float64 batches are twice the size of fp32 ones: the largest batch tried keeps within these bytes.
+_BATCH_BYTES = {"cpu": 64 << 20, "cuda": 4 << 30}
+
+
 def _contexts(task: Task, device: torch.device) -> list[BIContext]:
-    """A few of the dynamic stage's contexts: the smallest batches and the largest, three positions."""
+    """A few of the dynamic stage's contexts: the smallest batches and the largest that fits, three
+    positions."""
     sizes = sorted({c.batch_size for c in task.contexts(device)})
+    per_sample = getattr(task, "sample_bytes", None)
+    if per_sample is not None:
+        limit = _BATCH_BYTES["cpu" if device.type == "cpu" else "cuda"]
+        sizes = [s for s in sizes if s * per_sample(torch.float64) <= limit] or sizes[:1]
     if not sizes:
         return []
     picked = sorted({sizes[0], sizes[min(1, len(sizes) - 1)], sizes[-1]})

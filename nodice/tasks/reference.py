@@ -160,6 +160,8 @@ class ReferenceTask(Task):
     ) -> Problem:
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
+            # What torch's allocator holds without using it is free for this process too.
+            free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
             size = torch.empty((), dtype=dtype).element_size()
             floats = sum(_prod(s.shape) * size for s in self.ref.inputs if s.batched)
             check_fits(
