@@ -35,6 +35,9 @@ def test_a_cuda_solution_that_splits_rows_by_the_batch_is_rejected_statically_on
     }
     assert ("atomics", "atomicAdd", "main.cu") in found
     assert ("work_partitioning", "NUM_SPLITS", "main.cu") in found
+    steps = [step for f in result["findings"] for step in f["path"]]
+    assert steps and all("nodice-solution-" not in step for step in steps)  # no temporary folder named
+    assert any(step.startswith(f"{FIB / 'rmsnorm_h4096_cuda_split.json'}:main.cu line ") for step in steps)
 
 
 def test_an_invariant_cuda_solution_on_cpu_says_what_needs_a_gpu() -> None:

@@ -125,3 +125,5 @@ def relabel(result: Any, prepared: PreparedSolution, folder: str | Path, solutio
     result.candidate = name(result.candidate)
     for finding in result.findings:
         finding.file = name(finding.file)
+        # The dependency path's steps name the folder's files too.
+        finding.path = [step.replace(root + "/", f"{label}:") for step in finding.path]
