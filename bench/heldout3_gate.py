@@ -1,6 +1,6 @@
 """The gate on the third held-out pool (real KernelBench problems): one `nodice check` per candidate.
 
-    python lab/scripts/heldout3_gate.py --checkout DIR --mode full --jobs 2 --json OUT.json
+    python bench/heldout3_gate.py --checkout DIR --mode full --jobs 2 --json OUT.json
 
 ``--checkout`` is the nodice source tree to measure (a worktree of an older commit for the
 "before" table). Each problem is run with its batch shrunk to the pool's ``cpu_batch_size``: a
@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-POOL = Path(__file__).resolve().parents[2] / "bench" / "detector-heldout3"
+POOL = Path(__file__).resolve().parent / "detector-heldout3"
 MODES = {"full": [], "static": ["--static-only"], "dynamic": ["--dynamic-only"]}
 
 
