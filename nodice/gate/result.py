@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -61,9 +62,15 @@ class Mismatch:
 
     def line(self) -> str:
         ctx = self.context.get("name", "")
+        nans = all(isinstance(v, float) and math.isnan(v) for v in (self.expected, self.got))
+        # Two NaNs print alike: what differs is their bits (sign or payload), so say that.
+        values = (
+            "expected nan, got a NaN with other bits"
+            if nans
+            else f"expected {self.expected!r}, got {self.got!r}"
+        )
         return (
-            f"{self.sample} differs in context {ctx}: {self.output}{self.index} "
-            f"expected {self.expected!r}, got {self.got!r} "
+            f"{self.sample} differs in context {ctx}: {self.output}{self.index} {values} "
             f"({self.differing}/{self.total} elements differ)"
         )
 
