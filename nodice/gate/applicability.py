@@ -48,11 +48,12 @@ _BATCH_NORMS = (torch.nn.modules.batchnorm._BatchNorm,)
 _DROPOUTS = (torch.nn.modules.dropout._DropoutNd, torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
 
 
-def check_applicable(task: Task, device: torch.device, seed: int) -> None:
-    """Raise :class:`NotApplicableError` when ``task``'s reference couples its samples."""
+def check_applicable(task: Task, device: torch.device, seed: int) -> bool:
+    """Whether ``task``'s reference is one this check applies to (a user's file); raises
+    :class:`NotApplicableError` when it couples its samples."""
     exact = getattr(task, "reference_exact", None)
     if exact is None:
-        return
+        return False
     if task.name not in _CHECKED:
         progress.stage("applicability")
         try:
@@ -63,6 +64,7 @@ def check_applicable(task: Task, device: torch.device, seed: int) -> None:
     why = _CHECKED[task.name]
     if why:
         raise NotApplicableError(why)
+    return True
 
 
 # Float64 batches are twice the size of fp32 ones: the largest batch tried keeps within these bytes.
