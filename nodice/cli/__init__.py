@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from nodice.cli import audit, bench, catalog, check, evolve, export, run
+from nodice.cli import audit, bench, catalog, check, evolve, export, mcp, run
 from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR
 
@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Batch-invariance gate and evolutionary search for GPU kernels.",
 )
-for _group in (check, catalog, evolve, run, bench, audit, export):
+for _group in (check, catalog, evolve, run, mcp, bench, audit, export):
     _group.register(app)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -43,7 +43,7 @@ def _find_run(run_dir: Path | None) -> Path:
     fail("not inside a run: pass --run-dir or set NODICE_RUN_DIR")
 
 
-def _open_session(run_dir: Path | None) -> RunSession:
+def open_session(run_dir: Path | None) -> RunSession:
     from nodice.evaluation.executor import ExecutorConfig
     from nodice.evolution.rundir import RunDir
     from nodice.evolution.session import RunSession
@@ -63,7 +63,8 @@ def _open_session(run_dir: Path | None) -> RunSession:
 
 
 def _agent_name() -> str:
-    return "cmd" if os.environ.get("NODICE_PROMPT_FILE") else "user"
+    # Set by `nodice evolve` for the agent it launches (cmd, or a preset's name such as aider).
+    return os.environ.get("NODICE_AGENT") or ("cmd" if os.environ.get("NODICE_PROMPT_FILE") else "user")
 
 
 @run_app.command("eval")
@@ -73,7 +74,7 @@ def run_eval(
     message: Annotated[str, typer.Option("-m", "--message", help="what this edit tries")] = "",
 ) -> None:
     """Evaluate the workspace: gate verdict, diagnostics, per-workload scores, commit eligibility."""
-    session = _open_session(run_dir)
+    session = open_session(run_dir)
     try:
         attempt = session.evaluate(
             agent=_agent_name(), label="nodice run eval", description=message, bench=not gate
@@ -92,7 +93,7 @@ def run_commit(
     run_dir: RunDirOption = None,
 ) -> None:
     """Commit the workspace as a new version if it passes the gate and is at least as fast as the best."""
-    session = _open_session(run_dir)
+    session = open_session(run_dir)
     try:
         result = session.commit(agent=_agent_name(), description=message)
     except NodiceError as exc:
@@ -109,57 +110,14 @@ def run_status(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Best version, evaluations and budget, rejections, the supervisor's current direction."""
-    from nodice.evolution.directions import direction
-    from nodice.evolution.scores import standing_text
+    from nodice.evolution.status import run_status as status_of
 
-    session = _open_session(run_dir)
+    session = open_session(run_dir)
     try:
-        versions = session.versions()
-        interventions = session.journal.interventions()
-        current = interventions[-1].chosen if interventions else ""
-        status = {
-            "task": session.config.task,
-            "device": session.config.device,
-            "bi": session.config.bi,
-            "evaluations": session.evaluations_done(),
-            "evaluations_left": session.evaluations_left(),
-            "versions": len(versions),
-            "best": versions[-1].to_dict() if versions else None,
-            "rejections": session.journal.rejections_by_reason(),
-            "direction": current,
-            "direction_text": direction(current).text if current else "",
-            "islands": _island_counts(session),
-        }
+        status = status_of(session)
     finally:
         session.close()
-    if as_json:
-        print(json.dumps(status, indent=2))
-        return
-    best: dict[str, Any] | None = status["best"]  # type: ignore[assignment]
-    mode = "" if status["bi"] else " (vanilla: commits need correctness and speed only)"
-    print(f"task {status['task']} on {status['device']}{mode}")
-    print(f"evaluations: {status['evaluations']}, left: {status['evaluations_left']}")
-    if best:
-        standing = standing_text(best["geomean"], best.get("unit"), best.get("ratio_best"))
-        print(f"best: v{best['version']} geomean {standing} — {best['description']}")
-    print(f"rejections: {status['rejections'] or 'none'}")
-    if current:
-        print(f"direction: {current} — {status['direction_text']}")
-    for number, counts in status["islands"].items():  # type: ignore[attr-defined]
-        print(f"island {number}: {counts['evaluations']} evaluations, {counts['commits']} commits")
-
-
-def _island_counts(session: RunSession) -> dict[str, dict[str, int]]:
-    """Evaluations and commits of each island, when several agents shared the lineage."""
-    done = session.journal.count_by_island()
-    commits: dict[int, int] = {}
-    for v in session.versions():
-        if v.island is not None:
-            commits[v.island] = commits.get(v.island, 0) + 1
-    return {
-        str(k): {"evaluations": done.get(k, 0), "commits": commits.get(k, 0)}
-        for k in sorted(set(done) | set(commits))
-    }
+    print(json.dumps(status.to_dict(), indent=2) if as_json else status.text())
 
 
 @run_app.command("lineage")
@@ -168,7 +126,7 @@ def run_lineage(run_dir: RunDirOption = None) -> None:
     from nodice.evolution.knowledge import KnowledgeBase
     from nodice.evolution.tools import AgentTools
 
-    session = _open_session(run_dir)
+    session = open_session(run_dir)
     try:
         print(AgentTools(session, KnowledgeBase([]), _agent_name()).list_lineage())
     finally:
@@ -185,7 +143,7 @@ def run_show(
     from nodice.evolution.knowledge import KnowledgeBase
     from nodice.evolution.tools import AgentTools
 
-    session = _open_session(run_dir)
+    session = open_session(run_dir)
     try:
         text = AgentTools(session, KnowledgeBase([]), _agent_name()).show_version(version, diff)
     finally:
@@ -203,7 +161,7 @@ def run_search(
     """Search the knowledge base (the starter set and the run's --knowledge folders)."""
     from nodice.evolution.knowledge import KnowledgeBase
 
-    session = _open_session(run_dir)
+    session = open_session(run_dir)
     folders = [Path(d) for d in session.config.knowledge_dirs]
     session.close()
     print(KnowledgeBase(folders).render_search(" ".join(query), k=3))

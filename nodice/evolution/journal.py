@@ -82,6 +82,9 @@ class Attempt:
     elapsed_s: float = 0.0
     # Which island proposed it when several agents share the lineage (None: the run's one agent).
     island: int | None = None
+    # The gate's result as `nodice check --json` writes it (findings, first mismatch), for tools that
+    # hand diagnostics on as data; only on an attempt just judged: the journal keeps them as feedback.
+    check: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def rejection(self) -> str | None:
@@ -90,6 +93,7 @@ class Attempt:
 
     def to_dict(self, with_files: bool = False) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("check")
         if not with_files:
             d.pop("files")
         return d

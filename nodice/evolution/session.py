@@ -287,6 +287,11 @@ class RunSession:
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
         end = time.perf_counter()
+        # Findings name the workspace's files, not the snapshot that is gone by now.
+        for finding in ev.check.findings:
+            path = Path(finding.file)
+            if path.is_relative_to(snapshot):
+                finding.file = path.relative_to(snapshot).as_posix()
         return ev, end - t0, end
 
     def _record(self, c: Candidate, ev: Evaluation, elapsed: float) -> Attempt:
@@ -322,6 +327,7 @@ class RunSession:
             direction=self.direction,
             elapsed_s=round(elapsed, 3),
             island=self.run.island,
+            check=check.to_dict(),
         )
         with self.run.writing():
             self.journal.add_attempt(attempt)

@@ -79,7 +79,7 @@ SPECS: tuple[ToolSpec, ...] = (
         "run_gate",
         "Run the batch-invariance gate (static analysis, correctness, dynamic BI) on the workspace, "
         "without the benchmark. Costs one evaluation of the budget.",
-        _schema(),
+        _schema(message=("string", "what this edit tries (recorded with the attempt)")),
     ),
     ToolSpec(
         "benchmark",
@@ -87,7 +87,7 @@ SPECS: tuple[ToolSpec, ...] = (
         "every library baseline's (and the ratio to each), the geomean throughput, its ratio to the "
         "fastest baseline, the fraction of the device's limit reached, and whether it may be committed. "
         "Costs one evaluation of the budget.",
-        _schema(),
+        _schema(message=("string", "what this edit tries (recorded with the attempt)")),
     ),
     ToolSpec("profile", "Profile the workspace kernel on the GPU (top device kernels).", _schema()),
     ToolSpec(
@@ -204,16 +204,16 @@ class AgentTools:
         return f"edited {path}"
 
     # ---- evaluation ----------------------------------------------------------------
-    def _evaluate(self, bench: bool, label: str) -> str:
-        attempt = self.session.evaluate(agent=self.agent, label=label, bench=bench)
+    def _evaluate(self, bench: bool, label: str, message: str) -> str:
+        attempt = self.session.evaluate(agent=self.agent, label=label, description=message, bench=bench)
         self.last_attempt = attempt
         return f"attempt #{attempt.id}\n{attempt.feedback}"
 
-    def run_gate(self) -> str:
-        return self._evaluate(False, "run_gate")
+    def run_gate(self, message: str = "") -> str:
+        return self._evaluate(False, "run_gate", message)
 
-    def benchmark(self) -> str:
-        return self._evaluate(True, "benchmark")
+    def benchmark(self, message: str = "") -> str:
+        return self._evaluate(True, "benchmark", message)
 
     def profile(self) -> str:
         run = self.session.run
