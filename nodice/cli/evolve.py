@@ -36,7 +36,25 @@ def evolve(
     run_dir: Annotated[
         Path | None, typer.Option(help="run directory (default: runs/TASK); resumed if it exists")
     ] = None,
-    agent: Annotated[str | None, typer.Option(help='builtin | openai | anthropic | cmd:"COMMAND"')] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help='builtin | openai | anthropic | codex | claude-code | aider | cmd:"COMMAND"'),
+    ] = None,
+    agent_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent-arg",
+            help="a flag for the codex, claude-code or aider CLI, passed as it is (repeatable; write "
+            "--agent-arg=-c for a value that starts with a dash)",
+        ),
+    ] = None,
+    launch_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="seconds one launch of a command or CLI preset may run before it is relaunched "
+            "(presets: 1800)"
+        ),
+    ] = None,
     model: Annotated[str | None, typer.Option(help="model name for an LLM agent")] = None,
     budget: Annotated[
         int | None, typer.Option(help="total evaluations of the run (default: 12 on cpu, 60 on cuda)")
@@ -109,12 +127,20 @@ def evolve(
         bi=bi,
         workloads=list(workload) if workload else None,
         remote_workers=executor == "ray",
+        agent_args=list(agent_arg) if agent_arg else None,
+        launch_timeout_s=launch_timeout,
     )
     try:
         spread = ExecutorConfig(executor, workers, ray_address).validate()
         # The agent first: a missing key or a bad spec must not leave a run directory behind.
         known = existing_config(opts)
         agent_spec = opts.agent or (known.agent if known else "builtin")
+        same_agent = known is not None and known.agent == agent_spec
+        agent_args = opts.agent_args
+        if agent_args is None:
+            agent_args = known.agent_args if known is not None and same_agent else []
+        if not same_agent and known is not None and opts.agent_args is None:
+            opts.agent_args = []  # another agent: the old agent's flags do not carry over
         # The builtin agent proposes N candidates at a time; LLM and command agents run as N islands.
         islands = workers if agent_spec != "builtin" else 1
         agents = [
@@ -124,6 +150,8 @@ def evolve(
                 base_url=opts.base_url or (known.base_url if known else None),
                 api_key=api_key,
                 rng_seed=opts.rng_seed if opts.rng_seed is not None else (known.rng_seed if known else 0),
+                agent_args=agent_args,
+                launch_timeout_s=opts.launch_timeout_s or (known.launch_timeout_s if known else None),
             )
             for _ in range(islands)
         ]

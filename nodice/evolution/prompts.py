@@ -56,6 +56,23 @@ the nodice command line, which applies the gate and the commit rule:
 
 Each evaluation costs one unit of the budget; stop when `nodice run eval` says the budget is spent."""
 
+# For a coding-agent CLI with nodice's MCP server configured (`nodice evolve --agent codex`, …).
+MCP_WORKFLOW = """\
+You work in this folder (the run's workspace); edit kernel.py in place. Evaluate and commit with \
+the tools of the `nodice` MCP server, which apply the gate and the commit rule:
+
+    benchmark          the whole gate and the benchmark: verdict, scores, diagnostics
+    run_gate           the gate without the benchmark
+    commit             commit the workspace if it passes the rule (give a message)
+    status             best version, budget left, the supervisor's current direction
+    list_lineage       committed versions and scores; show_version for a source or a diff
+    search_knowledge   search the knowledge base
+    task_info, profile, read_file, write_file, edit_file, list_files
+
+A rejection comes back with its diagnostics (mechanism, dependency path, repair, first mismatch): \
+repair the cause before anything else. Each evaluation costs one unit of the budget; stop when a \
+tool says the budget is spent."""
+
 
 def run_summary(session: RunSession) -> str:
     versions = session.versions()
@@ -119,9 +136,9 @@ def opening_message(session: RunSession) -> str:
     return f"State of the run:\n{run_summary(session)}\n\nStart by reading kernel.py."
 
 
-def command_prompt(session: RunSession, direction: str) -> str:
+def command_prompt(session: RunSession, direction: str, workflow: str = COMMAND_WORKFLOW) -> str:
     steer = f"\n\nDirection from the supervisor: {direction}" if direction else ""
     return (
-        f"{role(session)}\n\n{task_brief(session)}\n\n{COMMAND_WORKFLOW}\n\n"
+        f"{role(session)}\n\n{task_brief(session)}\n\n{workflow}\n\n"
         f"State of the run:\n{run_summary(session)}{steer}\n"
     )

@@ -82,6 +82,9 @@ class RunConfig:
     # The workloads the run is scored on (names; empty: all of the task's for the device). Fixed
     # for the life of a run, like the commit rule: scores over other workloads would not compare.
     workloads: list[str] = field(default_factory=list)
+    # Extra flags for a coding-agent CLI preset (`--agent-arg`), and the limit of one agent launch.
+    agent_args: list[str] = field(default_factory=list)
+    launch_timeout_s: float | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

@@ -44,6 +44,9 @@ class EvolveOptions:
     workloads: list[str] | None = None
     # Candidates run on other machines (a Ray cluster): an explicit --device need not exist here.
     remote_workers: bool = False
+    # Flags for a coding-agent CLI preset and the limit of one launch; None keeps the run's.
+    agent_args: list[str] | None = None
+    launch_timeout_s: float | None = None
 
 
 def check_task_name(task: str) -> None:
@@ -162,6 +165,8 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             "base_url",
             "rng_seed",
             "stagnation_window",
+            "agent_args",
+            "launch_timeout_s",
         ):
             value = getattr(opts, name)
             if value is not None:
@@ -188,6 +193,8 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
             entry=entry_for(opts.task),
             bi=opts.bi is not False,
             workloads=resolve_workloads(opts.task, device, opts.workloads) if opts.workloads else [],
+            agent_args=list(opts.agent_args or []),
+            launch_timeout_s=opts.launch_timeout_s,
         )
         run.create(config, seed_source(opts.task, opts.seed))
     lineage = Lineage(run.root)

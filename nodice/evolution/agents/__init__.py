@@ -1,4 +1,5 @@
-"""Variation operators: the built-in offline operator, LLM agents and external commands."""
+"""Variation operators: the built-in offline operator, LLM agents, external commands and coding-agent
+CLI presets."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from nodice.evolution.agents.base import Agent, AgentContext, AgentError, StepRe
 
 __all__ = ["Agent", "AgentContext", "AgentError", "StepReport", "make_agent"]
 
-AGENT_KINDS = ("builtin", "openai", "anthropic", "cmd:COMMAND")
+AGENT_KINDS = ("builtin", "openai", "anthropic", "codex", "claude-code", "aider", "cmd:COMMAND")
+PRESETS = ("codex", "claude-code", "aider")
 
 
 def make_agent(
@@ -16,8 +18,15 @@ def make_agent(
     base_url: str | None = None,
     api_key: str | None = None,
     rng_seed: int = 0,
+    agent_args: list[str] | None = None,
+    launch_timeout_s: float | None = None,
 ) -> Agent:
-    """The agent named by ``spec``: builtin, openai, anthropic, or cmd:COMMAND."""
+    """The agent named by ``spec``: builtin, openai, anthropic, a CLI preset, or cmd:COMMAND.
+
+    ``agent_args`` go to a preset's CLI; ``launch_timeout_s`` ends one launch of a command or preset.
+    """
+    if agent_args and spec not in PRESETS:
+        raise AgentError(f"--agent-arg is for the CLI presets ({', '.join(PRESETS)}), not '{spec}'")
     if spec == "builtin":
         from nodice.evolution.agents.builtin import BuiltinAgent
 
@@ -30,8 +39,12 @@ def make_agent(
         from nodice.evolution.agents.anthropic_agent import AnthropicAgent
 
         return AnthropicAgent(model=model, base_url=base_url, api_key=api_key)
+    if spec in PRESETS:
+        from nodice.evolution.agents.presets import PresetAgent
+
+        return PresetAgent(spec, model=model, extra_args=agent_args, launch_timeout_s=launch_timeout_s)
     if spec.startswith("cmd:"):
         from nodice.evolution.agents.command_agent import CommandAgent
 
-        return CommandAgent(spec.removeprefix("cmd:").strip())
+        return CommandAgent(spec.removeprefix("cmd:").strip(), launch_timeout_s)
     raise AgentError(f"unknown agent '{spec}' (use one of: {', '.join(AGENT_KINDS)})")

@@ -45,21 +45,28 @@ class CommandAgent(Agent):
         self.launches = 0
         self.idle_launches = 0
 
+    def command_line(self, ctx: AgentContext, prompt_path: Path) -> str | list[str]:
+        """What one launch runs: a shell command (``{prompt}`` replaced), or an argument list."""
+        return self.command.replace("{prompt}", shlex.quote(str(prompt_path)))
+
+    def prompt(self, ctx: AgentContext, direction: str) -> str:
+        return command_prompt(ctx.session, direction)
+
     def _launch(self, ctx: AgentContext, prompt_path: Path, log_path: Path) -> int:
         run = ctx.session.run
-        quoted = shlex.quote(str(prompt_path))
-        command = self.command.replace("{prompt}", quoted)
+        command = self.command_line(ctx, prompt_path)
         env = dict(os.environ)
         # The same nodice as this process, whatever PATH the user has.
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         env["NODICE_RUN_DIR"] = str(run.root)
         env["NODICE_PROMPT_FILE"] = str(prompt_path)
+        env["NODICE_AGENT"] = self.name  # the name `nodice run` journals its attempts under
         env.update(child_environment(run.island, ctx.session.executor))
         started = time.monotonic()
         with open(prompt_path, "rb") as stdin, open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 command,
-                shell=True,
+                shell=isinstance(command, str),
                 cwd=run.workspace,
                 env=env,
                 stdin=stdin,
@@ -91,7 +98,7 @@ class CommandAgent(Agent):
         direction = self.direction.text if self.direction else ""
         if run.island is not None:
             run.write_workspace(session.best_files())  # the others' commits are this launch's start
-        prompt_path.write_text(command_prompt(session, direction), encoding="utf-8")
+        prompt_path.write_text(self.prompt(ctx, direction), encoding="utf-8")
         logs = run.root / "logs"
         logs.mkdir(exist_ok=True)
         log = logs / ("agent.log" if run.island is None else f"agent-island{run.island}.log")
