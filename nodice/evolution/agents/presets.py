@@ -10,6 +10,7 @@ A CLI without MCP (aider) gets the ``nodice run`` commands instead, as its test 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import sys
@@ -195,6 +196,8 @@ class PresetAgent(CommandAgent):
                 f"the {self.preset.name} preset runs '{self.preset.executable}', which is not on PATH "
                 "(see docs/agents.md for how to install it)"
             )
+        if self.preset.uses_mcp and importlib.util.find_spec("mcp") is None:
+            raise AgentError(f"the {self.preset.name} preset needs the MCP SDK: pip install 'nodice[mcp]'")
         super().__init__(preset_name, launch_timeout_s or DEFAULT_LAUNCH_TIMEOUT_S)
         self.name = self.preset.name
         self.model = model
