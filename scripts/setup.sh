@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install nodice with its dependencies (CPU PyTorch wheel).
 # --dev adds the test tools, the extras the tests exercise (openevolve, ray,
-# flashinfer-bench) and the headless Chromium the report test uses.
+# flashinfer-bench, transformers) and the headless Chromium the report test uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 # torch is pinned to the CPU wheel: a bare `torch` would pull a multi-GB CUDA build.
 if [ "${1:-}" = "--dev" ]; then
-    .venv/bin/python -m pip install -q "torch==2.13.0" -e ".[dev,openevolve,ray,flashinfer-bench]"
+    .venv/bin/python -m pip install -q "torch==2.13.0" -e ".[dev,openevolve,ray,flashinfer-bench,transformers]"
     if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
             || echo "setup: could not install chromium; the report test will be skipped" >&2
