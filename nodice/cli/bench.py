@@ -1,5 +1,5 @@
-"""``nodice bench``: the kernel benchmark (``kernels``), the detector benchmark (``detector``) and the
-oracle that labels the detector pool (``label``)."""
+"""``nodice bench``: the kernel benchmark (``kernels``), the detector benchmark (``detector``), the
+oracle that labels the detector pool (``label``) and generation end to end in transformers (``e2e``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import typer
 from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, load_pool
 from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
+from nodice.cli.bench_e2e import e2e
 from nodice.cli.common import err, fail, out
 from nodice.errors import NodiceError
 
@@ -347,4 +348,5 @@ def register(app: typer.Typer) -> None:
     bench.command("kernels")(kernels)
     bench.command("detector")(detector)
     bench.command("label")(label)
+    bench.command("e2e")(e2e)
     app.add_typer(bench, name="bench")

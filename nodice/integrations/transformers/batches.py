@@ -71,12 +71,14 @@ class Ledger:
             return None
         return batch
 
-    def take_draws(self) -> tuple[BatchEntry, ...]:
-        """The recorded batch's requests that draw a token, once: a second call before the next
-        batch is scheduled gets nothing (a forward that no scheduler planned)."""
+    def take_draws(self) -> tuple[BatchEntry, ...] | None:
+        """The recorded batch's requests that draw a token, once; ``None`` when no batch is recorded
+        or it was taken already (a forward that no scheduler planned)."""
         with self._lock:
-            draws, self._drawn = () if self._drawn else tuple(e for e in self._batch if e.has_new_token), True
-            return draws
+            if self._drawn or not self._batch:
+                return None
+            self._drawn = True
+            return tuple(e for e in self._batch if e.has_new_token)
 
 
 LEDGER = Ledger()

@@ -22,6 +22,7 @@ from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
 from nodice.errors import NodiceError
 from nodice.integrations.transformers.kernels import TASKS, CallStats, KernelSet, install, load_kernels
+from nodice.integrations.transformers.registry import register
 from nodice.integrations.transformers.sampler import LogitsRecord, NodiceSampler, SamplingParams
 from nodice.kernels.mode import BatchInvariantMode, ModeReport, enable_batch_invariant_mode
 from nodice.kernels.routes import ATTENTION_HEAD_DIMS
@@ -100,6 +101,17 @@ class Integration:
     kernels: KernelSet
     mode: BatchInvariantMode
     record: LogitsRecord = field(default_factory=LogitsRecord)
+    verify: bool = True
+    cache: bool | str = True
+
+    def suspend(self) -> None:
+        """Turn the batch-invariant mode off (process-wide): torch's own GEMMs and norms again."""
+        self.mode.disable()
+
+    def resume(self) -> None:
+        """Turn the mode back on with the same settings (verdicts already in the process)."""
+        if not self.mode.enabled:
+            self.mode = enable_batch_invariant_mode(self.kernels.device, verify=self.verify, cache=self.cache)
 
     def stats(self) -> dict[str, CallStats]:
         """Per path (attention, paged, prefill, decode, sampling): calls routed and fallbacks."""
@@ -140,7 +152,7 @@ def _route_norms(model: torch.nn.Module) -> int:
     return len(swaps)
 
 
-def _install_sampler(model: Any, kernels: KernelSet, seed: int, record: LogitsRecord) -> None:
+def _install_sampler(model: Any, kernels: KernelSet | None, seed: int, record: LogitsRecord) -> None:
     """Put :class:`NodiceSampler` first in the processors continuous batching builds for this model."""
     original = getattr(model, "_nodice_original_logits_processor", None) or model._get_logits_processor
 
@@ -153,6 +165,14 @@ def _install_sampler(model: Any, kernels: KernelSet, seed: int, record: LogitsRe
 
     model._nodice_original_logits_processor = original
     model._get_logits_processor = with_sampler
+
+
+def uninstall_sampler(model: Any) -> None:
+    """Give ``model`` back the logits processors transformers builds (undoes :func:`_install_sampler`)."""
+    original = getattr(model, "_nodice_original_logits_processor", None)
+    if original is not None:
+        model._get_logits_processor = original
+        del model._nodice_original_logits_processor
 
 
 def continuous_batching_config(**overrides: Any) -> ContinuousBatchingConfig:
@@ -180,8 +200,6 @@ def enable(
     verdict cache; ``seed`` is the run's sampling seed (each request draws from its id and this
     seed); ``sampler=False`` leaves sampling to transformers (batch-dependent with ``do_sample``).
     """
-    from nodice.integrations.transformers import register
-
     register()
     device = next(model.parameters()).device
     _check_interpreter(device)
@@ -227,4 +245,4 @@ def enable(
         if sampler
         else "transformers' own (torch.multinomial over the batch)",
     )
-    return Integration(report, kernels, mode, record)
+    return Integration(report, kernels, mode, record, verify, cache)

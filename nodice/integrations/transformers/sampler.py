@@ -51,6 +51,7 @@ class LogitsRecord:
     """Per request, the fingerprint of the logits of each draw, in draw order."""
 
     fingerprints: dict[str, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
+    active: bool = True  # off: nothing is recorded (no device-to-host copy per step)
 
     def add(self, request_id: str, draw: int, fingerprint: int) -> None:
         self.fingerprints[request_id][draw] = fingerprint
@@ -79,11 +80,14 @@ class NodiceSampler(LogitsProcessor):
         self.record = record
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        rows = LEDGER.take_draws()
+        taken = LEDGER.take_draws()
         # Rows past the drawing requests are padding (transformers keeps one row per request).
-        known = 0 < len(rows) <= scores.shape[0]
+        known = taken is not None and len(taken) <= scores.shape[0]
+        rows = taken or ()
         n = len(rows)
-        if self.record is not None and known:
+        if n == 0 and known:
+            return scores  # a step of prefill chunks only: nothing is drawn from these rows
+        if self.record is not None and self.record.active and known:
             for entry, fp in zip(rows, logits_fingerprint(scores[:n]), strict=True):
                 self.record.add(entry.request_id, entry.draw, fp)
         if not self.params.do_sample or self.kernels is None:
