@@ -24,6 +24,8 @@ head dim the gate did not validate) run a per-request PyTorch path, counted.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -72,10 +74,8 @@ def paged_nodice_attention(
     group, in_group = cache.layer_index_to_group_indices[module.layer_idx]
     k_pool, v_pool = cache.key_cache[in_group], cache.value_cache[in_group]  # [slots, Hkv, D]
     reads, writes = read_index[group], write_index[group]
-    cu_q = [int(x) for x in cu_seq_lens_q.tolist()]
-    cu_k = [int(x) for x in _single(cu_seq_lens_k).tolist()]
-    q_lens = [b - a for a, b in itertools.pairwise(cu_q)]
-    k_lens = [b - a for a, b in itertools.pairwise(cu_k)]
+    step = _step(cu_seq_lens_q, _single(cu_seq_lens_k), reads)
+    cu_q, cu_k = step.cu_q, step.cu_k
     scale = float(getattr(module, "scaling", q.shape[-1] ** -0.5))
 
     q_tok = q[0].transpose(0, 1)  # [T, Hq, D]
@@ -84,8 +84,7 @@ def paged_nodice_attention(
     v_pool.index_copy_(0, writes, new_v)
     out = torch.empty_like(q_tok)
 
-    batch = LEDGER.batch_for(q_lens)
-    decoding = [batch is not None and batch[i].decoding and q_lens[i] == 1 for i in range(len(q_lens))]
+    decoding = step.decoding
     reason = ks.refuse("attention_varlen", q_tok, new_k, new_v)
     if reason is not None:
         ks.count("paged").fell_back(reason)
@@ -94,11 +93,48 @@ def paged_nodice_attention(
     ks.count("paged").routed += 1
     prefill = [i for i, d in enumerate(decoding) if not d]
     if prefill:
-        _prefill(ks, out, q_tok, k_pool, v_pool, reads, cu_q, cu_k, prefill, new_k, new_v, scale)
+        _prefill(ks, step, out, q_tok, k_pool, v_pool, reads, prefill, new_k, new_v, scale)
     decode = [i for i, d in enumerate(decoding) if d]
     if decode:
-        _decode(ks, out, q_tok, k_pool, v_pool, reads, cu_q, cu_k, k_lens, decode, cache.block_size, scale)
+        _decode(ks, step, out, q_tok, k_pool, v_pool, reads, decode, cache.block_size, scale)
     return out.unsqueeze(0), None
+
+
+@dataclass
+class _Step:
+    """What every layer of one forward shares: the lengths on the host, which requests decode, and the
+    index tensors built from them (once per forward, not once per layer: each costs a host sync)."""
+
+    cu_q: list[int]
+    cu_k: list[int]
+    k_lens: list[int]
+    decoding: list[bool]
+    memo: dict[Any, torch.Tensor] = field(default_factory=dict)
+
+    def tensor(self, key: Any, build: Callable[[], torch.Tensor]) -> torch.Tensor:
+        if key not in self.memo:
+            self.memo[key] = build()
+        return self.memo[key]
+
+
+_LAST: list[tuple[tuple[int, ...], _Step]] = []
+
+
+def _step(cu_seq_lens_q: torch.Tensor, cu_seq_lens_k: torch.Tensor, reads: torch.Tensor) -> _Step:
+    """This forward's step, from the first layer's call; the tensors' storage and version identify it."""
+    key = tuple(
+        v for t in (cu_seq_lens_q, cu_seq_lens_k, reads) for v in (t.data_ptr(), t._version, t.numel())
+    )
+    if _LAST and _LAST[0][0] == key:
+        return _LAST[0][1]
+    cu_q = [int(x) for x in cu_seq_lens_q.tolist()]
+    cu_k = [int(x) for x in cu_seq_lens_k.tolist()]
+    q_lens = [b - a for a, b in itertools.pairwise(cu_q)]
+    batch = LEDGER.batch_for(q_lens)
+    decoding = [batch is not None and batch[i].decoding and q_lens[i] == 1 for i in range(len(q_lens))]
+    step = _Step(cu_q, cu_k, [b - a for a, b in itertools.pairwise(cu_k)], decoding)
+    _LAST[:] = [(key, step)]
+    return step
 
 
 def _ranges(starts: list[int], lens: list[int], device: torch.device) -> torch.Tensor:
@@ -115,31 +151,42 @@ def _cumulative(lens: list[int], device: torch.device) -> torch.Tensor:
 
 def _prefill(
     ks: KernelSet,
+    step: _Step,
     out: torch.Tensor,
     q_tok: torch.Tensor,
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
     reads: torch.Tensor,
-    cu_q: list[int],
-    cu_k: list[int],
     chosen: list[int],
     new_k: torch.Tensor,
     new_v: torch.Tensor,
     scale: float,
 ) -> None:
     """``attention_varlen`` over the chosen requests' prompt tokens and their gathered contexts."""
-    dev = q_tok.device
+    dev, cu_q, cu_k = q_tok.device, step.cu_q, step.cu_k
     ks.count("prefill").routed += 1
     q_lens = [cu_q[i + 1] - cu_q[i] for i in chosen]
     k_lens = [cu_k[i + 1] - cu_k[i] for i in chosen]
     every = len(chosen) == len(cu_q) - 1
-    rows = None if every else _ranges([cu_q[i] for i in chosen], q_lens, dev)
+    which = tuple(chosen)
+    rows = (
+        None
+        if every
+        else step.tensor(("rows", which), lambda: _ranges([cu_q[i] for i in chosen], q_lens, dev))
+    )
     q_sub = q_tok if rows is None else q_tok.index_select(0, rows)
     if reads.numel() == 0:  # nothing cached yet: every request is a whole prompt, keys = new tokens
         k_sub = new_k if rows is None else new_k.index_select(0, rows)
         v_sub = new_v if rows is None else new_v.index_select(0, rows)
     else:
-        slots = reads if every else reads.index_select(0, _ranges([cu_k[i] for i in chosen], k_lens, dev))
+        slots = (
+            reads
+            if every
+            else step.tensor(
+                ("slots", which),
+                lambda: reads.index_select(0, _ranges([cu_k[i] for i in chosen], k_lens, dev)),
+            )
+        )
         k_sub, v_sub = k_pool.index_select(0, slots), v_pool.index_select(0, slots)
     fn = ks.fn("attention_varlen")
     assert fn is not None
@@ -147,8 +194,8 @@ def _prefill(
         q_sub.contiguous(),
         k_sub.contiguous(),
         v_sub.contiguous(),
-        _cumulative(q_lens, dev),
-        _cumulative(k_lens, dev),
+        step.tensor(("cu_q", which), lambda: _cumulative(q_lens, dev)),
+        step.tensor(("cu_k", which), lambda: _cumulative(k_lens, dev)),
         max(q_lens),
         max(k_lens),
         True,
@@ -162,14 +209,12 @@ def _prefill(
 
 def _decode(
     ks: KernelSet,
+    step: _Step,
     out: torch.Tensor,
     q_tok: torch.Tensor,
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
     reads: torch.Tensor,
-    cu_q: list[int],
-    cu_k: list[int],
-    k_lens: list[int],
     chosen: list[int],
     page: int,
     scale: float,
@@ -180,19 +225,24 @@ def _decode(
     if reason is not None:
         # Same arithmetic for the token alone or batched, just not the decode kernel's.
         ks.count("decode").fell_back(reason)
-        _prefill(ks, out, q_tok, k_pool, v_pool, reads, cu_q, cu_k, chosen, k_pool, v_pool, scale)
+        _prefill(ks, step, out, q_tok, k_pool, v_pool, reads, chosen, q_tok, q_tok, scale)
         return
     ks.count("decode").routed += 1
-    lens = [k_lens[i] for i in chosen]
-    width = max(-(-n // page) for n in lens)
-    # A request's page j holds its tokens j·page …: read_index at that token gives the page's slot.
-    first_token = [
-        [cu_k[i] + min(j, -(-n // page) - 1) * page for j in range(width)]
-        for i, n in zip(chosen, lens, strict=True)
-    ]
-    where = torch.tensor(first_token, dtype=torch.int64, device=dev)
-    table = (reads[where] // page).to(torch.int32)
-    rows = torch.tensor([cu_q[i] for i in chosen], dtype=torch.int64, device=dev)
+    lens = [step.k_lens[i] for i in chosen]
+
+    def block_table() -> torch.Tensor:
+        width = max(-(-n // page) for n in lens)
+        # A request's page j holds its tokens j·page …: read_index at that token gives the page's slot.
+        first_token = [
+            [step.cu_k[i] + min(j, -(-n // page) - 1) * page for j in range(width)]
+            for i, n in zip(chosen, lens, strict=True)
+        ]
+        where = torch.tensor(first_token, dtype=torch.int64, device=dev)
+        return (reads[where] // page).to(torch.int32)
+
+    table = step.tensor("block_table", block_table)
+    rows = step.tensor("decode_rows", lambda: torch.tensor([step.cu_q[i] for i in chosen], device=dev))
+    seq_lens = step.tensor("seq_lens", lambda: torch.tensor(lens, dtype=torch.int32, device=dev))
     heads, dim = k_pool.shape[1], k_pool.shape[2]
     fn = ks.fn("attention_decode")
     assert fn is not None
@@ -201,7 +251,7 @@ def _decode(
         k_pool.view(-1, page, heads, dim),
         v_pool.view(-1, page, heads, dim),
         table,
-        torch.tensor(lens, dtype=torch.int32, device=dev),
+        seq_lens,
         scale,
     )
     out.index_copy_(0, rows, o)
