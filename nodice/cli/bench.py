@@ -14,7 +14,7 @@ from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, l
 from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
 from nodice.cli.bench_e2e import e2e
-from nodice.cli.common import err, fail, out
+from nodice.cli.common import err, fail, out, wrote
 from nodice.errors import NodiceError
 
 PoolOpt = Annotated[
@@ -329,12 +329,7 @@ def kernels(
         except NodiceError as exc:
             fail(exc.line())
             return
-    if markdown_out is not None:
-        markdown_out.parent.mkdir(parents=True, exist_ok=True)
-        markdown_out.write_text(kernels_markdown(report), encoding="utf-8")
-        out.print(f"wrote {markdown_out}", markup=False, highlight=False)
-    if json_out is not None:
-        out.print(f"wrote {json_out}", markup=False, highlight=False)
+    wrote(markdown_out, lambda: kernels_markdown(report), json_out)
     failed = [t for t, e in report["tasks"].items() if e.get("verdict") != "pass"]
     if failed:
         err.print(f"not passing the gate on {dev}: {', '.join(failed)}", markup=False, highlight=False)

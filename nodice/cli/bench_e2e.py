@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from nodice.cli.common import err, fail, out
+from nodice.cli.common import err, fail, wrote
 from nodice.errors import NodiceError
 
 PHASES = ("invariance", "tax", "forward")
@@ -99,12 +99,7 @@ def e2e(
     except NodiceError as exc:
         fail(exc.line())
         return
-    if markdown_out is not None:
-        markdown_out.parent.mkdir(parents=True, exist_ok=True)
-        markdown_out.write_text(markdown(report), encoding="utf-8")
-        out.print(f"wrote {markdown_out}", markup=False, highlight=False)
-    if json_out is not None:
-        out.print(f"wrote {json_out}", markup=False, highlight=False)
+    wrote(markdown_out, lambda: markdown(report), json_out)
     ours = [
         *report["invariance"].get("nodice", {}).get("schedules", {}).values(),
         *report["sampled"].get("nodice", {}).get("schedules", {}).values(),

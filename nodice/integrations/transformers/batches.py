@@ -9,12 +9,14 @@ Two facts that the packing hides decide which kernel keeps a token batch-invaria
   token must go through ``attention_varlen`` like the rest of its prompt, however it was chunked;
 * which request and which draw a row of logits is, so that sampling uses that request's own seed.
 
-:class:`RecordingScheduler` (registered in transformers' ``SCHEDULER_MAPPING`` as ``"nodice"``
-and ``"nodice-prefill-first"``) schedules exactly as FIFO / prefill-first do and writes each
-batch into the :data:`LEDGER`; attention and sampling read the batch they are computing from it
-and check it against the packing. It is only sound when scheduling and computing alternate
-(synchronous batching, no CUDA graphs), which ``enable`` sets up; anywhere else the ledger stays
-empty and every token goes through ``attention_varlen`` (invariant, slower for decode).
+The recording schedulers (registered in transformers' ``SCHEDULER_MAPPING`` as ``"nodice"`` and
+``"nodice-prefill-first"``, and in place of ``"fifo"`` and ``"prefill_first"``) schedule exactly as
+FIFO / prefill-first do and write each batch into the :data:`LEDGER`; attention and sampling read
+the batch they are computing from it and check it against the packing. That holds while each
+step's forward is a Python call made after its batch is scheduled and before the next one is (no
+CUDA graphs, which ``paged|nodice`` refuses); where the ledger does not match the packing, every
+token goes through ``attention_varlen`` (invariant, slower for decode) and sampling says it fell
+back.
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ from transformers.generation.continuous_batching.scheduler import (
     PrefillFirstScheduler,
 )
 
-SCHEDULERS = {"nodice": FIFOScheduler, "nodice-prefill-first": PrefillFirstScheduler}
+# transformers' own names too: a configuration that names "fifo" (the default) or "prefill_first"
+# schedules exactly as before, and its batches are recorded.
+SCHEDULERS = {
+    "nodice": FIFOScheduler,
+    "nodice-prefill-first": PrefillFirstScheduler,
+    "fifo": FIFOScheduler,
+    "prefill_first": PrefillFirstScheduler,
+}
 
 
 @dataclass(frozen=True)
@@ -105,12 +114,13 @@ def _recording(base: Any) -> Any:
             return result
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{base.__name__}"
+    Recording._nodice_recording = True
     return Recording
 
 
 def register_schedulers() -> None:
     for name, base in SCHEDULERS.items():
-        if name not in SCHEDULER_MAPPING:
+        if not getattr(SCHEDULER_MAPPING.get(name), "_nodice_recording", False):
             SCHEDULER_MAPPING[name] = _recording(base)
 
 

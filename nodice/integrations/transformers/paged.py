@@ -91,12 +91,13 @@ def paged_nodice_attention(
         _torch_paged(out, q_tok, k_pool, v_pool, reads, cu_q, cu_k, new_k, new_v, scale)
         return out.unsqueeze(0), None
     ks.count("paged").routed += 1
+    layer = _Layer(q_tok, k_pool, v_pool, reads, out, scale)
     prefill = [i for i, d in enumerate(decoding) if not d]
     if prefill:
-        _prefill(ks, step, out, q_tok, k_pool, v_pool, reads, prefill, new_k, new_v, scale)
+        _prefill(ks, step, layer, prefill, new_k, new_v)
     decode = [i for i, d in enumerate(decoding) if d]
     if decode:
-        _decode(ks, step, out, q_tok, k_pool, v_pool, reads, decode, cache.block_size, scale)
+        _decode(ks, step, layer, decode, cache.block_size)
     return out.unsqueeze(0), None
 
 
@@ -115,6 +116,18 @@ class _Step:
         if key not in self.memo:
             self.memo[key] = build()
         return self.memo[key]
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One layer's call: its queries, its cache pool, the step's read slots, the output to fill."""
+
+    q: torch.Tensor  # [T, Hq, D]
+    k_pool: torch.Tensor  # [slots, Hkv, D]
+    v_pool: torch.Tensor
+    reads: torch.Tensor
+    out: torch.Tensor
+    scale: float
 
 
 _LAST: list[tuple[tuple[int, ...], _Step]] = []
@@ -150,19 +163,10 @@ def _cumulative(lens: list[int], device: torch.device) -> torch.Tensor:
 
 
 def _prefill(
-    ks: KernelSet,
-    step: _Step,
-    out: torch.Tensor,
-    q_tok: torch.Tensor,
-    k_pool: torch.Tensor,
-    v_pool: torch.Tensor,
-    reads: torch.Tensor,
-    chosen: list[int],
-    new_k: torch.Tensor,
-    new_v: torch.Tensor,
-    scale: float,
+    ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], new_k: torch.Tensor, new_v: torch.Tensor
 ) -> None:
     """``attention_varlen`` over the chosen requests' prompt tokens and their gathered contexts."""
+    q_tok, k_pool, v_pool, reads, out = layer.q, layer.k_pool, layer.v_pool, layer.reads, layer.out
     dev, cu_q, cu_k = q_tok.device, step.cu_q, step.cu_k
     ks.count("prefill").routed += 1
     q_lens = [cu_q[i + 1] - cu_q[i] for i in chosen]
@@ -199,7 +203,7 @@ def _prefill(
         max(q_lens),
         max(k_lens),
         True,
-        scale,
+        layer.scale,
     )
     if rows is None:
         out.copy_(o)
@@ -207,25 +211,16 @@ def _prefill(
         out.index_copy_(0, rows, o)
 
 
-def _decode(
-    ks: KernelSet,
-    step: _Step,
-    out: torch.Tensor,
-    q_tok: torch.Tensor,
-    k_pool: torch.Tensor,
-    v_pool: torch.Tensor,
-    reads: torch.Tensor,
-    chosen: list[int],
-    page: int,
-    scale: float,
-) -> None:
+def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: int) -> None:
     """The paged ``attention_decode`` kernel for the chosen requests' one generated token each."""
+    q_tok, k_pool, v_pool, reads = layer.q, layer.k_pool, layer.v_pool, layer.reads
     dev = q_tok.device
     reason = ks.refuse("attention_decode", q_tok, k_pool, v_pool)
     if reason is not None:
-        # Same arithmetic for the token alone or batched, just not the decode kernel's.
+        # Same arithmetic for the token alone or batched, just not the decode kernel's (the new
+        # tokens are not read: a decoding request's context comes from the cache).
         ks.count("decode").fell_back(reason)
-        _prefill(ks, step, out, q_tok, k_pool, v_pool, reads, chosen, q_tok, q_tok, scale)
+        _prefill(ks, step, layer, chosen, q_tok, q_tok)
         return
     ks.count("decode").routed += 1
     lens = [step.k_lens[i] for i in chosen]
@@ -252,9 +247,9 @@ def _decode(
         v_pool.view(-1, page, heads, dim),
         table,
         seq_lens,
-        scale,
+        layer.scale,
     )
-    out.index_copy_(0, rows, o)
+    layer.out.index_copy_(0, rows, o)
 
 
 def _torch_paged(

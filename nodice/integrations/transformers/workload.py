@@ -98,7 +98,7 @@ PRESETS: dict[str, Preset] = {
     "8b": Preset(
         LLAMA3_8B,
         "bfloat16",
-        requests=96,
+        requests=112,
         mix=Mix("mixed", (16, 1024), (32, 160)),
         schedules=(
             Schedule("given-wide", "given", 8192, 96),
