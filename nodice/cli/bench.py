@@ -1,5 +1,5 @@
-"""``nodice bench``: the kernel benchmark (``kernels``), the detector benchmark (``detector``) and the
-oracle that labels the detector pool (``label``)."""
+"""``nodice bench``: the kernel benchmark (``kernels``), the detector benchmark (``detector``), the
+oracle that labels the detector pool (``label``) and generation end to end in transformers (``e2e``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import typer
 from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, load_pool
 from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
-from nodice.cli.common import err, fail, out
+from nodice.cli.bench_e2e import e2e
+from nodice.cli.common import err, fail, out, wrote
 from nodice.errors import NodiceError
 
 PoolOpt = Annotated[
@@ -328,12 +329,7 @@ def kernels(
         except NodiceError as exc:
             fail(exc.line())
             return
-    if markdown_out is not None:
-        markdown_out.parent.mkdir(parents=True, exist_ok=True)
-        markdown_out.write_text(kernels_markdown(report), encoding="utf-8")
-        out.print(f"wrote {markdown_out}", markup=False, highlight=False)
-    if json_out is not None:
-        out.print(f"wrote {json_out}", markup=False, highlight=False)
+    wrote(markdown_out, lambda: kernels_markdown(report), json_out)
     failed = [t for t, e in report["tasks"].items() if e.get("verdict") != "pass"]
     if failed:
         err.print(f"not passing the gate on {dev}: {', '.join(failed)}", markup=False, highlight=False)
@@ -347,4 +343,5 @@ def register(app: typer.Typer) -> None:
     bench.command("kernels")(kernels)
     bench.command("detector")(detector)
     bench.command("label")(label)
+    bench.command("e2e")(e2e)
     app.add_typer(bench, name="bench")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -34,3 +36,13 @@ def fail(message: str, code: int = EXIT_ERROR, json_object: dict[str, Any] | Non
         print(json.dumps(json_object, indent=2))
     err.print(message, markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def wrote(markdown_path: Path | None, markdown: Callable[[], str], json_path: Path | None) -> None:
+    """Write a report's Markdown (when asked) and say which files a command wrote."""
+    if markdown_path is not None:
+        markdown_path.parent.mkdir(parents=True, exist_ok=True)
+        markdown_path.write_text(markdown(), encoding="utf-8")
+        out.print(f"wrote {markdown_path}", markup=False, highlight=False)
+    if json_path is not None:
+        out.print(f"wrote {json_path}", markup=False, highlight=False)

@@ -351,6 +351,39 @@ def _activate(config: _Config, cache_file: Path | None) -> _Active:
     return _Active(config, _with_linear(report), routes, library)
 
 
+@dataclass(frozen=True)
+class GatedKernel:
+    """One task's bundled kernel for callers outside the aten routes (e.g. a framework integration).
+
+    ``fn`` is the gated kernel, or ``None`` with ``reason`` saying why it is not usable;
+    ``dtypes`` are the dtypes the gate validated on this device.
+    """
+
+    task: str
+    kernel: str
+    fn: Any
+    reason: str
+    dtypes: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return self.fn is not None
+
+
+def gated_kernel(
+    task: str, device: str | torch.device, *, verify: bool = True, cache: bool | str | Path = True
+) -> GatedKernel:
+    """``task``'s bundled kernel on ``device`` once the gate has passed it there (the mode's rule)."""
+    dev = _resolve_device(device)
+    reason = _unroutable(str(dev) if dev is not None else "")
+    if dev is None or reason is not None:
+        return GatedKernel(task, "", None, reason or "no device")
+    prepare(dev)
+    j = _judge(task, None, dev, verify, _cache_file(cache))
+    dtypes = j.verdict.dtypes if j.fn is not None and j.verdict is not None else ()
+    return GatedKernel(task, j.path, j.fn, j.reason, dtypes)
+
+
 def _register(routes: Iterable[Route]) -> torch.library.Library:
     library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
@@ -385,11 +418,13 @@ def _log_report(report: ModeReport) -> None:
 __all__ = [
     "OPS",
     "BatchInvariantMode",
+    "GatedKernel",
     "ModeError",
     "ModeReport",
     "OpStatus",
     "RouteStats",
     "disable_batch_invariant_mode",
     "enable_batch_invariant_mode",
+    "gated_kernel",
     "is_batch_invariant_mode_enabled",
 ]

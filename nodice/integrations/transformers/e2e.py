@@ -1,0 +1,386 @@
+"""``nodice bench e2e``: batch invariance and its cost, end to end in transformers' continuous batching.
+
+For nodice (``enable``) and each stock paged backend (``paged|sdpa``, ``paged|flash_attention_2``
+where installed), every request runs alone, then all of them run together under each schedule;
+a request's generated tokens and the fingerprint of its logits at every draw are compared with
+its run alone, bit for bit. The stock backends are the negative control: their mismatches are
+counted, never assumed. The tax: generated tokens per second and the time between two tokens of
+a request at several concurrency levels, per mix; and one forward pass timed alone (a prefill of
+B·S tokens, a decode step at batch B) so that kernel time and the framework's overhead are told
+apart. The report is JSON (written again after every phase) and Markdown.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nodice.integrations.transformers.enable import (
+    Integration,
+    _install_sampler,
+    continuous_batching_config,
+    enable,
+)
+from nodice.integrations.transformers.sampler import LogitsRecord
+from nodice.integrations.transformers.workload import (
+    Preset,
+    Request,
+    Schedule,
+    arrival,
+    build_model,
+    requests,
+)
+
+STOCK = ("paged|sdpa", "paged|flash_attention_2")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One request's result in one run: its tokens and its logits' fingerprints per draw."""
+
+    tokens: tuple[int, ...]
+    logits: tuple[int, ...]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One schedule against the requests alone, for one backend."""
+
+    requests: int
+    tokens: int
+    draws: int
+    requests_mismatched: int
+    token_mismatches: int
+    logit_mismatches: int
+    errors: int
+
+
+def available_backends(device: str) -> list[str]:
+    backends = ["nodice", "paged|sdpa"]
+    if device.startswith("cuda"):
+        try:
+            import flash_attn  # noqa: F401
+
+            backends.append("paged|flash_attention_2")
+        except ImportError:
+            pass
+    return backends
+
+
+def _config(preset: Preset, schedule: Schedule, *, record: bool, nodice: bool) -> Any:
+    over: dict[str, Any] = {
+        "block_size": preset.block_size,
+        "num_blocks": preset.num_blocks,
+        "max_batch_tokens": schedule.max_batch_tokens,
+        "max_requests_per_batch": schedule.max_requests_per_batch,
+    }
+    if nodice or record:
+        return continuous_batching_config(scheduler_type=schedule.scheduler, **over)
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    return ContinuousBatchingConfig(
+        scheduler_type=schedule.scheduler.replace("nodice-", "").replace("nodice", "fifo"), **over
+    )
+
+
+def generate(
+    model: Any,
+    reqs: list[Request],
+    preset: Preset,
+    schedule: Schedule,
+    *,
+    record: LogitsRecord | None,
+    nodice: bool,
+    do_sample: bool = False,
+    timestamps: bool = False,
+    timeout_s: float = 3600.0,
+) -> tuple[dict[str, Outcome], dict[str, list[float]]]:
+    """Run ``reqs`` (in this arrival order) through ``generate_batch``'s manager; outcomes by request id."""
+    from transformers import GenerationConfig
+
+    gc = GenerationConfig(
+        do_sample=do_sample,
+        temperature=0.8 if do_sample else None,
+        top_p=0.95 if do_sample else None,
+        max_new_tokens=max(r.max_new_tokens for r in reqs),
+        eos_token_id=-1,
+        pad_token_id=0,
+    )
+    if record is not None:
+        record.fingerprints.clear()
+    cb = _config(preset, schedule, record=record is not None, nodice=nodice)
+    results: dict[str, Any] = {}
+    deadline = time.monotonic() + timeout_s
+    with model.continuous_batching_context_manager(
+        generation_config=gc, continuous_batching_config=cb, block=True, timeout=60, warmup=not nodice
+    ) as manager:
+        for r in reqs:
+            manager.add_request(
+                list(r.prompt),
+                request_id=r.request_id,
+                max_new_tokens=r.max_new_tokens,
+                record_timestamps=timestamps,
+            )
+        while len(results) < len(reqs) and time.monotonic() < deadline:
+            res = manager.get_result(timeout=1)
+            if res is not None and res.is_finished():
+                results[res.request_id] = res
+            elif res is None and not manager.is_running():
+                break
+    outcomes = {}
+    stamps = {}
+    for r in reqs:
+        res = results.get(r.request_id)
+        if res is None:
+            outcomes[r.request_id] = Outcome((), (), "no result")
+            continue
+        fps = tuple(record.of(r.request_id)) if record is not None else ()
+        outcomes[r.request_id] = Outcome(tuple(res.generated_tokens), fps, res.error or "")
+        stamps[r.request_id] = list(res.timestamps or [])
+    return outcomes, stamps
+
+
+def compare(alone: dict[str, Outcome], batched: dict[str, Outcome]) -> Comparison:
+    req_bad = tok_bad = log_bad = errors = tokens = draws = 0
+    for rid, ref in alone.items():
+        got = batched[rid]
+        if ref.error or got.error:
+            errors += 1
+            req_bad += 1
+            continue
+        t_diff = sum(a != b for a, b in zip(ref.tokens, got.tokens, strict=False)) + abs(
+            len(ref.tokens) - len(got.tokens)
+        )
+        l_diff = sum(a != b for a, b in zip(ref.logits, got.logits, strict=False)) + abs(
+            len(ref.logits) - len(got.logits)
+        )
+        tokens += len(ref.tokens)
+        draws += len(ref.logits)
+        tok_bad += t_diff
+        log_bad += l_diff
+        req_bad += bool(t_diff or l_diff)
+    return Comparison(len(alone), tokens, draws, req_bad, tok_bad, log_bad, errors)
+
+
+def invariance(
+    model: Any,
+    reqs: list[Request],
+    preset: Preset,
+    record: LogitsRecord,
+    *,
+    nodice: bool,
+    do_sample: bool = False,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Every request alone, then every schedule; the comparison of each schedule with the requests alone."""
+    widest = max(preset.schedules, key=lambda s: s.max_batch_tokens)
+    alone_schedule = Schedule(
+        "alone", "given", max(widest.max_batch_tokens, max(len(r.prompt) for r in reqs)), 1
+    )
+    alone: dict[str, Outcome] = {}
+    for r in reqs:
+        out, _ = generate(
+            model, [r], preset, alone_schedule, record=record, nodice=nodice, do_sample=do_sample
+        )
+        alone.update(out)
+    say(f"  alone: {sum(len(o.tokens) for o in alone.values())} tokens")
+    schedules = {}
+    for i, schedule in enumerate(preset.schedules):
+        order = arrival(reqs, schedule.order, i)
+        batched, _ = generate(
+            model, order, preset, schedule, record=record, nodice=nodice, do_sample=do_sample
+        )
+        c = compare(alone, batched)
+        schedules[schedule.name] = {**asdict(c), "schedule": asdict(schedule)}
+        say(
+            f"  {schedule.name}: {c.token_mismatches} token and {c.logit_mismatches} logits mismatches "
+            f"over {c.tokens} tokens ({c.requests_mismatched}/{c.requests} requests differ)"
+        )
+    return {"alone_tokens": sum(len(o.tokens) for o in alone.values()), "schedules": schedules}
+
+
+def throughput(
+    model: Any, reqs: list[Request], preset: Preset, concurrency: int, *, nodice: bool
+) -> dict[str, Any]:
+    """Generated tokens per second and the median time between two tokens of a request, at ``concurrency``."""
+    tokens_budget = max(preset.schedules, key=lambda s: s.max_batch_tokens).max_batch_tokens
+    schedule = Schedule(f"c{concurrency}", "given", tokens_budget, concurrency)
+    start = time.perf_counter()
+    out, stamps = generate(model, reqs, preset, schedule, record=None, nodice=nodice, timestamps=True)
+    wall = time.perf_counter() - start
+    generated = sum(len(o.tokens) for o in out.values())
+    gaps = sorted(b - a for s in stamps.values() for a, b in itertools.pairwise(s))
+    step = gaps[len(gaps) // 2] if gaps else None
+    return {
+        "requests": len(reqs),
+        "tokens": generated,
+        "wall_s": wall,
+        "tokens_per_s": generated / wall if wall else None,
+        "decode_step_ms": None if step is None else step * 1000.0,
+        "errors": sum(bool(o.error) for o in out.values()),
+    }
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def forward_times(model: Any, preset: Preset, reps: int = 5) -> dict[str, float]:
+    """One prefill of B·S tokens and one decode step at batch B over S cached tokens, median ms."""
+    from transformers import DynamicCache
+
+    dev = next(model.parameters()).device
+    b, s = preset.forward_batch, preset.forward_seq
+    ids = torch.randint(1, preset.shape.vocab, (b, s), device=dev, generator=None)
+    times: dict[str, list[float]] = {"prefill_ms": [], "decode_ms": []}
+    with torch.no_grad():
+        for _ in range(reps + 1):
+            _sync(dev)
+            t = time.perf_counter()
+            model(ids, use_cache=False, logits_to_keep=1)
+            _sync(dev)
+            times["prefill_ms"].append((time.perf_counter() - t) * 1000)
+        cache = DynamicCache(config=model.config)
+        model(ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        step = ids[:, -1:]
+        for _ in range(reps + 1):
+            _sync(dev)
+            t = time.perf_counter()
+            model(step, past_key_values=cache, use_cache=True)
+            _sync(dev)
+            times["decode_ms"].append((time.perf_counter() - t) * 1000)
+    return {k: sorted(v[1:])[len(v[1:]) // 2] for k, v in times.items()}
+
+
+def _write(path: Path | None, report: dict[str, Any]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def _shared_copy(model: Any) -> Any:
+    """A second module tree over the same parameter and buffer tensors (no second copy of the weights)."""
+    memo: dict[int, Any] = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return copy.deepcopy(model, memo)
+
+
+def _versions() -> dict[str, str]:
+    import transformers
+    import triton
+
+    import nodice
+
+    return {
+        "nodice": nodice.__version__,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+def run_e2e(
+    preset: Preset,
+    device: str,
+    *,
+    backends: list[str] | None = None,
+    phases: tuple[str, ...] = ("invariance", "tax", "forward"),
+    seed: int = 0,
+    verify: bool = True,
+    sample: bool = False,
+    json_path: Path | None = None,
+    command: str = "",
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The whole bench; returns the report (and rewrites ``json_path`` after every phase and backend)."""
+    from nodice.integrations.transformers.enable import uninstall_sampler
+
+    dev = torch.device(device)
+    chosen = backends or available_backends(device)
+    report: dict[str, Any] = {
+        "kind": "nodice-bench-e2e",
+        "command": command,
+        "device": device,
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "versions": _versions(),
+        "preset": preset.to_dict(),
+        "backends": chosen,
+        "seed": seed,
+        "invariance": {},
+        "sampled": {},
+        "tax": {},
+        "forward": {},
+        "integration": None,
+        "stats": None,
+    }
+    stock = build_model(preset.shape, preset.dtype, device, seed)
+    ours = _shared_copy(stock)
+    integ: Integration = enable(ours, verify=verify, seed=seed)
+    report["integration"] = integ.report.to_dict()
+    say(integ.report.summary())
+    stock_record = LogitsRecord()
+    reqs = requests(preset.mix, preset.requests, preset.shape.vocab, seed)
+
+    def model_for(backend: str) -> Any:
+        """The model for ``backend``, with the mode on for nodice and off for the stock backends."""
+        if backend == "nodice":
+            integ.resume()
+            return ours
+        integ.suspend()
+        stock.set_attn_implementation(backend)
+        return stock
+
+    if "invariance" in phases:
+        _install_sampler(stock, None, seed, stock_record)
+        for backend in chosen:
+            say(
+                f"invariance, {backend}: {len(reqs)} requests alone, "
+                f"then under {len(preset.schedules)} schedules"
+            )
+            record = integ.record if backend == "nodice" else stock_record
+            report["invariance"][backend] = invariance(
+                model_for(backend), reqs, preset, record, nodice=backend == "nodice", say=say
+            )
+            _write(json_path, report)
+        if sample and "nodice" in chosen:
+            say("invariance, nodice, sampled (temperature 0.8, top-p 0.95, a seed per request)")
+            report["sampled"]["nodice"] = invariance(
+                model_for("nodice"), reqs, preset, integ.record, nodice=True, do_sample=True, say=say
+            )
+            _write(json_path, report)
+        uninstall_sampler(stock)
+    integ.record.active = False
+    if "tax" in phases:
+        for mix in preset.tax_mixes:
+            report["tax"][mix.name] = {}
+            for c in preset.concurrency:
+                mix_reqs = requests(mix, 2 * c, preset.shape.vocab, seed + c, shared_prompt=False)
+                row = report["tax"][mix.name][str(c)] = {}
+                for backend in chosen:
+                    row[backend] = throughput(
+                        model_for(backend), mix_reqs, preset, c, nodice=backend == "nodice"
+                    )
+                    say(
+                        f"tax, {mix.name}, concurrency {c}, {backend}: "
+                        f"{row[backend]['tokens_per_s']:.1f} tokens/s"
+                    )
+                    _write(json_path, report)
+    if "forward" in phases:
+        report["forward"]["nodice"] = forward_times(model_for("nodice"), preset)
+        report["forward"]["sdpa"] = forward_times(model_for("sdpa"), preset)
+        say(f"forward: {report['forward']}")
+    integ.suspend()
+    report["stats"] = {k: asdict(v) for k, v in integ.stats().items()}
+    _write(json_path, report)
+    return report
