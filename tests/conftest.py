@@ -4,6 +4,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -25,6 +26,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_fork_server() -> Iterator[None]:
+    """One fork server per test process for the command lines the tests run, as `nodice evolve` gives
+    one to its agents: each CPU worker a fork of a process that imported torch once, not one per run."""
+    from nodice.evaluation.forkserver import ADDRESS_VARIABLE, SharedForkServer, forking_enabled
+    from nodice.evaluation.limits import clean_environment
+    from nodice.evaluation.workers import PACKAGE_ROOT
+
+    if not forking_enabled("cpu"):
+        yield
+        return
+    shared = SharedForkServer(clean_environment(PACKAGE_ROOT, None))
+    os.environ[ADDRESS_VARIABLE] = shared.address
+    try:
+        yield
+    finally:
+        os.environ.pop(ADDRESS_VARIABLE, None)
+        shared.close()
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

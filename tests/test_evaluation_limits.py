@@ -160,8 +160,14 @@ def test_output_capture_keeps_head_and_tail() -> None:
 
 @pytest.mark.timeout(240)
 def test_hangs_are_reported_fast_by_default_with_their_stage() -> None:
+    # The call hangs waiting: a spinning hang (hang_in_call.py, fixed limits below and in
+    # test_adversarial.py) is timed by the same clock, and would burn a CPU for the whole default budget.
     cases = {
-        "hang_in_call.py": ("in the anti-cheat probes", "per kernel call", "stuck at hang_in_call.py:"),
+        "hang_waiting_in_call.py": (
+            "in the anti-cheat probes",
+            "per kernel call",
+            "stuck at hang_waiting_in_call.py:",
+        ),
         "hang_at_import.py": ("in the candidate's import", "module-level code", "at hang_at_import.py:"),
     }
 
@@ -201,7 +207,7 @@ def _cli(*args: str) -> subprocess.Popen[str]:
 def test_check_cli_reports_hangs_within_a_minute_and_timeout_overrides() -> None:
     t0 = time.monotonic()
     runs = {
-        "call": _cli(str(HOSTILE / "hang_in_call.py")),
+        "call": _cli(str(HOSTILE / "hang_waiting_in_call.py")),
         "import": _cli(str(HOSTILE / "hang_at_import.py")),
         "fixed": _cli(str(HOSTILE / "hang_in_call.py"), "--timeout", "5"),
     }

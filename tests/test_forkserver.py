@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from nodice.evaluation.forkserver import ForkedWorker, forking_enabled, server_for
+from nodice.evaluation.forkserver import (
+    ADDRESS_VARIABLE,
+    ForkedWorker,
+    SharedForkServer,
+    forking_enabled,
+    server_for,
+)
 from nodice.evaluation.limits import Limits, clean_environment
 from nodice.evaluation.workers import PACKAGE_ROOT, WorkerProcess
 from tests.conftest import ROOT
@@ -42,7 +49,7 @@ def test_a_worker_is_a_fork_of_the_server_in_its_own_session_and_reports_its_dea
         assert isinstance(worker.proc, ForkedWorker)
         server = server_for(clean_environment(PACKAGE_ROOT, None))
         ppid, pgrp, session = (int(x) for x in _stat(worker.proc.pid)[1:4])
-        assert ppid == server.proc.pid != os.getpid()  # never a fork of the caller
+        assert ppid == server.pid != os.getpid()  # never a fork of the caller
         assert pgrp == session == worker.proc.pid  # one kill takes the worker's own children too
         assert worker.device == "cpu" and worker.alive()
         os.kill(worker.proc.pid, signal.SIGSEGV)
@@ -81,7 +88,7 @@ def test_the_server_and_its_workers_go_when_the_caller_is_killed(tmp_path: Path)
 
             worker = WorkerProcess("cpu", Limits())
             server = server_for(clean_environment(PACKAGE_ROOT, None))
-            print(worker.proc.pid, server.proc.pid, flush=True)
+            print(worker.proc.pid, server.pid, flush=True)
             time.sleep(600)
             """
         ),
@@ -99,3 +106,76 @@ def test_the_server_and_its_workers_go_when_the_caller_is_killed(tmp_path: Path)
     # The server sees its socket close, kills its workers' process groups and exits.
     assert _gone(worker_pid, 10)
     assert _gone(server_pid, 10)
+
+
+def _worker_of(caller_env: dict[str, str], tmp_path: Path) -> subprocess.Popen[str]:
+    """A caller process that starts one CPU worker and prints the worker's and its server's pids."""
+    script = tmp_path / "caller.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import time
+            from nodice.evaluation.forkserver import server_for
+            from nodice.evaluation.limits import Limits, clean_environment
+            from nodice.evaluation.workers import PACKAGE_ROOT, WorkerProcess
+
+            worker = WorkerProcess("cpu", Limits())
+            server = server_for(clean_environment(PACKAGE_ROOT, None))
+            print(worker.proc.pid, server.pid, server.proc is None, flush=True)
+            time.sleep(600)
+            """
+        ),
+        encoding="utf-8",
+    )
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=caller_env)
+
+
+def test_a_shared_server_forks_each_caller_its_own_server_and_outlives_it(tmp_path: Path) -> None:
+    shared = SharedForkServer(clean_environment(PACKAGE_ROOT, None))
+    try:
+        assert stat.S_IMODE(os.stat(shared.directory).st_mode) == 0o700  # this user's processes only
+        env = {**os.environ, ADDRESS_VARIABLE: shared.address}
+        caller = _worker_of(env, tmp_path)
+        try:
+            assert caller.stdout is not None
+            worker_pid, server_pid, spawned_none = caller.stdout.readline().split()
+            worker, server = int(worker_pid), int(server_pid)
+            # worker → the caller's own server → the shared server: torch was imported once, there.
+            assert spawned_none == "True"
+            assert int(_stat(worker)[1]) == server and int(_stat(server)[1]) == shared.proc.pid
+        finally:
+            caller.kill()
+            caller.wait(10)
+        # The caller's server and worker go with the caller; the shared server serves the next one.
+        assert _gone(worker, 10) and _gone(server, 10)
+        assert shared.proc.poll() is None
+        again = _worker_of(env, tmp_path)
+        try:
+            assert again.stdout is not None
+            worker = int(again.stdout.readline().split()[0])
+            assert int(_stat(int(_stat(worker)[1]))[1]) == shared.proc.pid
+        finally:
+            again.kill()
+            again.wait(10)
+    finally:
+        shared.close()
+    assert shared.proc.returncode == 0 and not Path(shared.directory).exists()
+
+
+def test_a_caller_with_another_environment_is_refused_and_spawns_its_own(tmp_path: Path) -> None:
+    shared = SharedForkServer(clean_environment(PACKAGE_ROOT, {"OMP_NUM_THREADS": "3"}))
+    try:
+        env = {**os.environ, ADDRESS_VARIABLE: shared.address}
+        caller = _worker_of(env, tmp_path)
+        try:
+            assert caller.stdout is not None
+            worker_pid, server_pid, spawned_none = caller.stdout.readline().split()
+            assert spawned_none == "False"  # its own server, a child of the caller
+            assert int(_stat(int(worker_pid))[1]) == int(server_pid)
+            assert int(_stat(int(server_pid))[1]) == caller.pid
+        finally:
+            caller.kill()
+            caller.wait(10)
+        assert shared.proc.poll() is None
+    finally:
+        shared.close()

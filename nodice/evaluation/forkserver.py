@@ -27,12 +27,20 @@ cannot be used in a fork of a process that initialised the driver, and asking
 whether a GPU exists (which ``torch.utils.cpp_extension`` does on import) already
 does. ``NODICE_FORKSERVER=0`` turns it off: every worker is then spawned as a
 new interpreter.
+
+A shared server (:class:`SharedForkServer`) serves other processes: a nodice
+process that finds its address in ``NODICE_FORKSERVER_ADDRESS`` connects,
+and the shared server forks a server for it alone, which checks that the
+caller wants the shared server's worker environment and then serves it as a
+spawned one would. The command lines a test suite or an agent runs then fork
+their workers from a process that imported torch once.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import select
@@ -40,6 +48,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -86,9 +95,7 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
             sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def serve(fd: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's; EOF ends us
-    sock = socket.socket(fileno=fd)
+def _import_torch() -> None:
     import torch  # the point of the server
 
     if not torch.cuda._is_compiled():
@@ -96,6 +103,9 @@ def serve(fd: int) -> None:
         # driver and poisons every fork; a CPU-only torch has nothing to initialise.
         import torch.utils.cpp_extension
 
+
+def _serve_connection(sock: socket.socket) -> None:
+    """Fork a worker per request on ``sock`` until the caller goes away, then kill them. Never returns."""
     sock.send(json.dumps({"ready": os.getpid()}).encode())
     children: set[int] = set()
     while True:
@@ -123,20 +133,96 @@ def serve(fd: int) -> None:
     os._exit(0)
 
 
+def serve(fd: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's; EOF ends us
+    sock = socket.socket(fileno=fd)
+    _import_torch()
+    _serve_connection(sock)
+
+
+def environment_digest(env: dict[str, str]) -> str:
+    """What a shared server and its caller compare: workers must get exactly the caller's environment."""
+    return hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()
+
+
+def serve_shared(listen_fd: int, owner_fd: int) -> None:
+    """A shared server: each caller that connects gets its own server, a fork of this one.
+
+    The forked server checks that the caller wants this environment, then serves it exactly as a
+    server spawned for it would (its workers, their statuses, their end when the caller goes). This
+    process imports torch once for every caller, and ends when its owner's socket closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = socket.socket(fileno=listen_fd)
+    owner = socket.socket(fileno=owner_fd)
+    _import_torch()
+    digest = environment_digest(dict(os.environ))
+    servers: set[int] = set()
+    while True:
+        while servers:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                servers.clear()
+                break
+            if pid == 0:
+                break
+            servers.discard(pid)
+        ready, _, _ = select.select([listener, owner], [], [], 1.0)
+        if owner in ready:
+            os._exit(0)  # the servers already forked serve their callers to the end
+        if listener not in ready:
+            continue
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            owner.close()
+            conn.settimeout(READY_TIMEOUT_S)
+            try:
+                hello = json.loads(conn.recv(_MESSAGE_BYTES) or b"{}")
+            except (OSError, ValueError):
+                hello = {}
+            if hello.get("environment") != digest:
+                with contextlib.suppress(OSError):
+                    conn.send(json.dumps({"refused": "another environment"}).encode())
+                os._exit(0)
+            conn.settimeout(None)
+            _serve_connection(conn)
+        conn.close()
+        servers.add(pid)
+
+
 # ---- the caller's side -----------------------------------------------------------------
 class ForkServerError(Exception):
     pass
 
 
 class ForkServer:
-    """The caller's handle on one server (one per worker environment), shared by its threads."""
+    """The caller's handle on one server (one per worker environment), shared by its threads: a server
+    spawned for this caller, or (``address``) its own server forked by a shared one."""
 
-    def __init__(self, env: dict[str, str]):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = ours
+    def __init__(self, env: dict[str, str], address: str | None = None):
         self.lock = threading.Lock()
         self.exits: dict[int, int] = {}
         self.alive = True
+        self._ready = False
+        self.pid: int | None = None  # the serving process, once it said it is ready
+        self.proc: subprocess.Popen[bytes] | None = None
+        if address is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                sock.connect(address)
+                sock.send(json.dumps({"environment": environment_digest(env)}).encode())
+            except OSError as e:
+                sock.close()
+                raise ForkServerError(f"no shared fork server at {address}: {e.strerror or e}") from None
+            self.sock = sock
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = ours
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nodice.evaluation.forkserver", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
@@ -146,7 +232,6 @@ class ForkServer:
             stderr=subprocess.DEVNULL,
         )
         theirs.close()
-        self._ready = False
 
     def _read(self, timeout: float) -> dict[str, int] | None:
         """One message (None if none came within ``timeout``); exits are filed as they pass."""
@@ -160,7 +245,10 @@ class ForkServer:
         if not data:
             self.alive = False
             raise ForkServerError("the fork server is gone")
-        msg: dict[str, int] = json.loads(data)
+        msg = json.loads(data)
+        if "refused" in msg:
+            self.alive = False
+            raise ForkServerError(f"the shared fork server serves {msg['refused']}")
         if "exit" in msg:
             self.exits[msg["exit"]] = msg["code"]
         return msg
@@ -171,19 +259,23 @@ class ForkServer:
             msg = self._read(min(left, 1.0))
             if msg is not None and key in msg:
                 return msg[key]
-            if self.proc.poll() is not None:
+            if self.proc is not None and self.proc.poll() is not None:
                 self.alive = False
                 raise ForkServerError(f"the fork server exited with status {self.proc.returncode}")
         raise ForkServerError(f"the fork server did not answer within {timeout:.0f} s")
 
-    def fork(self, conn_fd: int, out_fd: int, device: str, memory: str) -> ForkedWorker:
-        """A new worker talking on ``conn_fd`` and writing to ``out_fd`` (the caller closes its copies)."""
+    def wait_ready(self) -> None:
         with self.lock:
             if not self.alive:
                 raise ForkServerError("the fork server is gone")
             if not self._ready:
-                self._wait_for("ready", READY_TIMEOUT_S)
+                self.pid = self._wait_for("ready", READY_TIMEOUT_S)
                 self._ready = True
+
+    def fork(self, conn_fd: int, out_fd: int, device: str, memory: str) -> ForkedWorker:
+        """A new worker talking on ``conn_fd`` and writing to ``out_fd`` (the caller closes its copies)."""
+        self.wait_ready()
+        with self.lock:
             request = json.dumps({"device": device, "memory": memory}).encode()
             socket.send_fds(self.sock, [request], [conn_fd, out_fd])
             pid = self._wait_for("pid", 60.0)
@@ -198,11 +290,51 @@ class ForkServer:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+        if self.proc is None:
+            return
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+
+
+class SharedForkServer:
+    """A fork server that other nodice processes of this user reach at ``address`` (a socket in a
+    private directory): the test suite's command lines, an agent's ``nodice run`` calls. Each caller
+    gets a fork of it that serves that caller alone, so no process imports torch for its workers but
+    this one. It ends when this handle is closed or its owner exits."""
+
+    def __init__(self, env: dict[str, str]):
+        self.directory = tempfile.mkdtemp(prefix="nodice-fork-")  # mode 0700: this user only
+        self.address = os.path.join(self.directory, "socket")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(self.address)
+        listener.listen(64)
+        self.owner, theirs = socket.socketpair()
+        fds = (listener.fileno(), theirs.fileno())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nodice.evaluation.forkserver", "--shared", *map(str, fds)],
+            pass_fds=fds,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        listener.close()
+        theirs.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.owner.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        with contextlib.suppress(OSError):
+            os.unlink(self.address)
+            os.rmdir(self.directory)
 
 
 class ForkedWorker:
@@ -236,6 +368,8 @@ class ForkedWorker:
             os.kill(self.pid, signal.SIGKILL)
 
 
+# Where a shared server listens (SharedForkServer.address), for the processes a nodice process starts.
+ADDRESS_VARIABLE = "NODICE_FORKSERVER_ADDRESS"
 _SERVERS: dict[tuple[tuple[str, str], ...], ForkServer] = {}
 _SERVERS_LOCK = threading.Lock()
 
@@ -249,14 +383,27 @@ def forking_enabled(device: str | None) -> bool:
 
 
 def server_for(env: dict[str, str]) -> ForkServer:
-    """The server whose children get ``env`` (started on first use, closed at exit)."""
+    """The server whose children get ``env`` (started on first use, closed at exit): forked for this
+    process by the shared server named in ``NODICE_FORKSERVER_ADDRESS`` where that one serves ``env``,
+    otherwise spawned."""
     key = tuple(sorted(env.items()))
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
-        if server is None or not server.alive or server.proc.poll() is not None:
-            if server is not None:
-                server.close()
-            server = _SERVERS[key] = ForkServer(env)
+        if server is not None and server.alive and (server.proc is None or server.proc.poll() is None):
+            return server
+        if server is not None:
+            server.close()
+        server = None
+        address = os.environ.get(ADDRESS_VARIABLE)
+        if address:
+            try:
+                server = ForkServer(env, address)
+                server.wait_ready()
+            except ForkServerError:
+                if server is not None:
+                    server.close()
+                server = None
+        server = _SERVERS[key] = server or ForkServer(env)
         return server
 
 
@@ -269,4 +416,7 @@ def _close_all() -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    if sys.argv[1] == "--shared":
+        serve_shared(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        serve(int(sys.argv[1]))
