@@ -179,3 +179,19 @@ def test_a_caller_with_another_environment_is_refused_and_spawns_its_own(tmp_pat
         assert shared.proc.poll() is None
     finally:
         shared.close()
+
+
+def test_an_agents_commands_fork_their_workers_from_the_drivers_shared_server(tmp_path: Path) -> None:
+    from nodice.evaluation import workers
+    from nodice.evolution.agents.command_agent import child_environment
+
+    env = child_environment(None, None)
+    assert workers._SHARED is not None and env[ADDRESS_VARIABLE] == workers._SHARED.address
+    caller = _worker_of({**os.environ, **env}, tmp_path)
+    try:
+        assert caller.stdout is not None
+        worker = int(caller.stdout.readline().split()[0])
+        assert int(_stat(int(_stat(worker)[1]))[1]) == workers._SHARED.proc.pid
+    finally:
+        caller.kill()
+        caller.wait(10)

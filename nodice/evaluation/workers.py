@@ -14,6 +14,7 @@ CUDA context, or every ``max_jobs`` evaluations.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -31,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 from nodice.errors import NodiceError
 from nodice.evaluation.budgets import Budgets
 from nodice.evaluation.clock import JobClock, StartupClock, compiler_running, run_delay_s
-from nodice.evaluation.forkserver import ForkedWorker, ForkServerError, forking_enabled, server_for
+from nodice.evaluation.forkserver import (
+    ADDRESS_VARIABLE,
+    ForkedWorker,
+    ForkServerError,
+    SharedForkServer,
+    forking_enabled,
+    server_for,
+)
 from nodice.evaluation.limits import Limits, clean_environment, resident_mb
 from nodice.evaluation.output import OutputCapture
 
@@ -42,6 +50,21 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # Importing torch and triton can be slow on a busy machine; this is not the candidate's time.
 STARTUP_TIMEOUT_S = 300.0
 POLL_S = 0.1
+
+
+_SHARED: SharedForkServer | None = None
+
+
+def shared_fork_server_environment() -> dict[str, str]:
+    """What gives the nodice processes this one starts (an agent's ``nodice run`` calls) its shared fork
+    server: started on first use and ended with this process; nothing where workers are not forked."""
+    global _SHARED
+    if not forking_enabled(None):
+        return {}
+    if _SHARED is None or _SHARED.proc.poll() is not None:
+        _SHARED = SharedForkServer(clean_environment(PACKAGE_ROOT, None))
+        atexit.register(_SHARED.close)
+    return {ADDRESS_VARIABLE: _SHARED.address}
 
 
 class WorkerStartError(NodiceError):

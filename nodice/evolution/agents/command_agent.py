@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from nodice.evaluation.executor import ExecutorConfig
+from nodice.evaluation.workers import shared_fork_server_environment
 from nodice.evolution.agents.base import Agent, AgentContext, AgentError, StepReport
 from nodice.evolution.prompts import command_prompt
 
@@ -114,8 +115,11 @@ class CommandAgent(Agent):
 
 
 def child_environment(island: int | None, executor: ExecutorConfig | None) -> dict[str, str]:
-    """What tells a `nodice run` command of the agent its island and where to evaluate."""
+    """What tells a `nodice run` command of the agent its island and where to evaluate (and, for local
+    CPU workers, the fork server to fork them from: no command imports torch for its workers)."""
     env = {"NODICE_ISLAND": str(island)} if island is not None else {}
+    if executor is None or executor.kind != "ray":
+        env.update(shared_fork_server_environment())
     if executor is not None and executor.kind == "ray":
         env["NODICE_EXECUTOR"] = "ray"
         # A cluster of its own would end with the command: the child joins a running one.
