@@ -366,3 +366,17 @@ def test_guardian_passes_a_correct_kernel_that_assumes_the_tasks_domain(tmp_path
     guardian = Guardian(get_task("gdn"), CPU, torch.float32, seed=0)
     guardian(load_candidate(source, "kernel", 6))
     assert guardian.violation is None and guardian.guarded is not None
+
+
+def test_a_dynamo_wrapper_around_a_dynamo_wrapper_of_the_same_function_is_no_replacement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # After torch._dynamo's first import torch.manual_seed may already be the wrapper; wrapping it
+    # again still calls torch's own function.
+    once = torch._disable_dynamo(torch.random.manual_seed)
+    monkeypatch.setattr(torch, "manual_seed", once)
+    before = harness_tampering.HarnessSnapshot.take()
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(once))
+    assert before.changes(harness_tampering.HarnessSnapshot.take()) == []
+    monkeypatch.setattr(torch, "manual_seed", torch._disable_dynamo(torch._disable_dynamo(lambda seed: None)))
+    assert before.changes(harness_tampering.HarnessSnapshot.take()) == ["torch.manual_seed replaced"]

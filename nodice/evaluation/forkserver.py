@@ -306,6 +306,7 @@ class SharedForkServer:
     this one. It ends when this handle is closed or its owner exits."""
 
     def __init__(self, env: dict[str, str]):
+        self.env = dict(env)
         self.directory = tempfile.mkdtemp(prefix="nodice-fork-")  # mode 0700: this user only
         self.address = os.path.join(self.directory, "socket")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

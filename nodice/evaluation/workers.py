@@ -61,8 +61,11 @@ def shared_fork_server_environment() -> dict[str, str]:
     global _SHARED
     if not forking_enabled(None):
         return {}
-    if _SHARED is None or _SHARED.proc.poll() is not None:
-        _SHARED = SharedForkServer(clean_environment(PACKAGE_ROOT, None))
+    env = clean_environment(PACKAGE_ROOT, None)
+    if _SHARED is None or _SHARED.proc.poll() is not None or _SHARED.env != env:
+        if _SHARED is not None:
+            _SHARED.close()
+        _SHARED = SharedForkServer(env)
         atexit.register(_SHARED.close)
     return {ADDRESS_VARIABLE: _SHARED.address}
 

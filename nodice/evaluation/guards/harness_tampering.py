@@ -170,13 +170,17 @@ _DYNAMO_DISABLE_CODE: Any = None
 
 
 def _identity(value: Any, disable_code: types.CodeType | None) -> int:
-    """``id`` of a module attribute, looking through torch's own dynamo-disable wrapper."""
-    if disable_code is not None and getattr(value, "__code__", None) is disable_code:
+    """``id`` of a module attribute, looking through torch's own dynamo-disable wrapper (nested too:
+    wrapping an already wrapped function still calls the same function)."""
+    names = disable_code.co_freevars if disable_code is not None else ()
+    for _ in range(8):
+        if disable_code is None or getattr(value, "__code__", None) is not disable_code:
+            break
         # The function the wrapper calls is its closure's ``fn`` (``__wrapped__`` can be reassigned).
-        names = disable_code.co_freevars if disable_code is not None else ()
         cells = getattr(value, "__closure__", None) or ()
-        if "fn" in names and len(cells) == len(names):
-            return id(cells[names.index("fn")].cell_contents)
+        if "fn" not in names or len(cells) != len(names):
+            break
+        value = cells[names.index("fn")].cell_contents
     return id(value)
 
 
