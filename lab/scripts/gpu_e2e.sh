@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # One GPU call: `nodice bench e2e` at Llama-3-8B dimensions (hidden 4096, 32 heads / 8 kv heads,
-# head dim 128, intermediate 14336, vocab 128256; random bf16 weights) on the H200.
-#   OUT=... lab/scripts/gpu_e2e.sh            # the recorded run (about 9 minutes)
+# head dim 128, intermediate 14336, vocab 128256; random bf16 weights).
+#   OUT=... lab/scripts/gpu_e2e.sh            # both measurements (about 9.5 minutes)
+#   ONLY=tax TAX_SECONDS=445 OUT=... lab/scripts/gpu_e2e.sh   # the whole tax, a call of its own
 #   OUT=... lab/scripts/gpu_e2e.sh --tiny     # the same steps on the tiny CPU preset (a minute)
 # Two measurements (bench/gpu/run_many.sh: each its own time limit, folder and log, packed into
-# $OUT/results.tar.gz after each; JSON and Markdown are also rewritten after every phase):
+# $OUT/results.tar.gz after each; the JSON is rewritten after every phase and timed run):
 #   invariance  112 requests (16-1024 prompt tokens, 32-160 generated: >= 10,000 tokens) alone and
-#               under three schedules, nodice against paged|sdpa (and paged|flash_attention_2 where
-#               installed), greedy and seeded sampling; INV_LAYERS decoder layers (default 8: the
-#               112 requests alone, one after another, are most of the time, and scale with layers)
-#   tax         tokens/s and time per decode step at concurrency 32 and 64, prefill-heavy and
-#               decode-heavy mixes, and one forward pass timed alone; TAX_LAYERS (default 32: all)
-# Needs transformers 5.17 in the image (no wheel is carried). BUDGET bounds the call (default 540 s).
+#               under three schedules with nodice, greedy; the stock paged|sdpa (and
+#               paged|flash_attention_2 where installed) and nodice's seeded sampling on the first
+#               CONTROL requests (default 8); INV_LAYERS decoder layers (default 2: the requests
+#               alone, one token per forward pass, are most of the time). On an H100: the BI gate
+#               91 s (its verdicts are cached on disk for the second process, or carried in
+#               XDG_CACHE_HOME to a later call), nodice's 112 requests alone 130 s, each schedule
+#               6-8 s; paged|sdpa's 8 requests alone 32 s, each schedule 9 s.
+#   tax         one forward pass timed and profiled (torch.profiler: kernel time by kind), a short
+#               generate_batch profiled per backend, then tokens/s and time per decode step at
+#               concurrency 32 then 64, prefill-heavy and decode-heavy mixes, each timed run stopped
+#               after TAX_RUN_SECONDS (default 75); TAX_LAYERS (default 32: all). All of it took
+#               about 450 s on an H100: within one call the tax gets TAX_SECONDS (default 235),
+#               enough for the profile and concurrency 32.
+# Needs transformers 5.17 in the image (no wheel is carried). BUDGET bounds the call (default 570 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT}
@@ -40,16 +49,17 @@ if [ "$tiny" = 1 ]; then
   inv_s=300
   tax_s=300
 else
-  inv_args="--preset 8b --layers ${INV_LAYERS:-8} --device cuda"
-  tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda"
-  inv_s=${INV_SECONDS:-290}
-  tax_s=${TAX_SECONDS:-230}
+  inv_args="--preset 8b --layers ${INV_LAYERS:-2} --control-requests ${CONTROL:-8} --device cuda"
+  tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda --tax-timeout ${TAX_RUN_SECONDS:-75}"
+  inv_s=${INV_SECONDS:-330}
+  tax_s=${TAX_SECONDS:-235}
 fi
-BUDGET=${BUDGET:-540} bench/gpu/run_many.sh \
+BUDGET=${BUDGET:-570} bench/gpu/run_many.sh \
   "invariance=$inv_s=python3 -m nodice bench e2e $inv_args --phase invariance --json \$RUN/e2e.json --markdown \$RUN/e2e.md" \
-  "tax=$tax_s=python3 -m nodice bench e2e $tax_args --phase tax --phase forward --no-sample --json \$RUN/e2e.json --markdown \$RUN/e2e.md"
+  "tax=$tax_s=python3 -m nodice bench e2e $tax_args --phase forward --phase profile --phase tax --no-sample --json \$RUN/e2e.json --markdown \$RUN/e2e.md"
 cat "$OUT/run_many.log"
 for phase in invariance tax; do
   [ -f "$OUT/$phase/e2e.md" ] && cat "$OUT/$phase/e2e.md"
+  [ -f "$OUT/$phase/e2e.md" ] || grep -h '^\[' "$OUT/$phase/log" 2>/dev/null | tail -25
 done
 exit 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,7 @@ import typer
 from nodice.cli.common import err, fail, wrote
 from nodice.errors import NodiceError
 
-PHASES = ("invariance", "tax", "forward")
+PHASES = ("invariance", "tax", "forward", "profile")
 
 
 def e2e(
@@ -30,12 +31,23 @@ def e2e(
         ),
     ] = None,
     phase: Annotated[
-        list[str] | None, typer.Option("--phase", help="invariance, tax, forward (repeatable; default: all)")
+        list[str] | None,
+        typer.Option(
+            "--phase",
+            help="invariance, tax, forward, profile (GPU: kernel-time breakdown; repeatable; default: all)",
+        ),
     ] = None,
     concurrency: Annotated[
         list[int] | None,
         typer.Option("--concurrency", "-c", help="concurrency levels of the tax (repeatable)"),
     ] = None,
+    control_requests: Annotated[
+        int | None,
+        typer.Option(min=1, help="stock backends and the sampled check: the first N requests (default: all)"),
+    ] = None,
+    tax_timeout: Annotated[
+        float, typer.Option(min=1.0, help="seconds one timed tax run may take (finished requests count)")
+    ] = 3600.0,
     sample: Annotated[bool, typer.Option(help="also check seeded sampling (nodice) for invariance")] = True,
     verify: Annotated[
         bool, typer.Option(help="run the BI gate on the kernels first (--no-verify: tests)")
@@ -83,6 +95,7 @@ def e2e(
         fail(exc.line())
         return
     command = "nodice " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    t0 = time.monotonic()
     try:
         report = run_e2e(
             chosen,
@@ -94,7 +107,11 @@ def e2e(
             sample=sample,
             json_path=json_out,
             command=command,
-            say=lambda line: err.print(line, markup=False, highlight=False),
+            control_requests=control_requests,
+            tax_timeout_s=tax_timeout,
+            say=lambda line: err.print(
+                f"[{time.monotonic() - t0:7.1f} s] {line}", markup=False, highlight=False
+            ),
         )
     except NodiceError as exc:
         fail(exc.line())

@@ -17,7 +17,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,7 @@ def generate(
     results: dict[str, Any] = {}
     deadline = time.monotonic() + timeout_s
     with model.continuous_batching_context_manager(
-        generation_config=gc, continuous_batching_config=cb, block=True, timeout=60, warmup=not nodice
+        generation_config=gc, continuous_batching_config=cb, block=True, timeout=60, warmup=False
     ) as manager:
         for r in reqs:
             manager.add_request(
@@ -186,12 +186,10 @@ def invariance(
     alone_schedule = Schedule(
         "alone", "given", max(widest.max_batch_tokens, max(len(r.prompt) for r in reqs)), 1
     )
-    alone: dict[str, Outcome] = {}
-    for r in reqs:
-        out, _ = generate(
-            model, [r], preset, alone_schedule, record=record, nodice=nodice, do_sample=do_sample
-        )
-        alone.update(out)
+    # One request per forward pass (max_requests_per_batch=1), all of them through one manager.
+    alone, _ = generate(
+        model, reqs, preset, alone_schedule, record=record, nodice=nodice, do_sample=do_sample
+    )
     say(f"  alone: {sum(len(o.tokens) for o in alone.values())} tokens")
     schedules = {}
     for i, schedule in enumerate(preset.schedules):
@@ -209,13 +207,24 @@ def invariance(
 
 
 def throughput(
-    model: Any, reqs: list[Request], preset: Preset, concurrency: int, *, nodice: bool
+    model: Any,
+    reqs: list[Request],
+    preset: Preset,
+    concurrency: int,
+    *,
+    nodice: bool,
+    timeout_s: float = 3600.0,
 ) -> dict[str, Any]:
-    """Generated tokens per second and the median time between two tokens of a request, at ``concurrency``."""
+    """Generated tokens per second and the median time between two tokens of a request, at ``concurrency``.
+
+    A run stopped by ``timeout_s`` counts the requests finished by then (``complete`` is false).
+    """
     tokens_budget = max(preset.schedules, key=lambda s: s.max_batch_tokens).max_batch_tokens
     schedule = Schedule(f"c{concurrency}", "given", tokens_budget, concurrency)
     start = time.perf_counter()
-    out, stamps = generate(model, reqs, preset, schedule, record=None, nodice=nodice, timestamps=True)
+    out, stamps = generate(
+        model, reqs, preset, schedule, record=None, nodice=nodice, timestamps=True, timeout_s=timeout_s
+    )
     wall = time.perf_counter() - start
     generated = sum(len(o.tokens) for o in out.values())
     gaps = sorted(b - a for s in stamps.values() for a, b in itertools.pairwise(s))
@@ -226,7 +235,8 @@ def throughput(
         "wall_s": wall,
         "tokens_per_s": generated / wall if wall else None,
         "decode_step_ms": None if step is None else step * 1000.0,
-        "errors": sum(bool(o.error) for o in out.values()),
+        "errors": sum(bool(o.error) and o.error != "no result" for o in out.values()),
+        "complete": all(o.error != "no result" for o in out.values()),
     }
 
 
@@ -260,6 +270,93 @@ def forward_times(model: Any, preset: Preset, reps: int = 5) -> dict[str, float]
             _sync(dev)
             times["decode_ms"].append((time.perf_counter() - t) * 1000)
     return {k: sorted(v[1:])[len(v[1:]) // 2] for k, v in times.items()}
+
+
+KERNEL_KINDS = (
+    ("attention", ("attn", "attention", "flash", "fmha", "sdpa", "paged", "decode", "varlen")),
+    ("gemm", ("gemm", "matmul", "nvjet", "xmma", "cutlass", "sm90", "cublas", "_mm")),
+    ("norm", ("norm",)),
+    ("sampling", ("sampl", "softmax", "topk", "sort", "multinomial", "argmax")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    low = name.lower()
+    for kind, keys in KERNEL_KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other"
+
+
+def _kernel_profile(fn: Callable[[], Any], device: torch.device, top: int = 12) -> dict[str, Any]:
+    """Wall time of ``fn`` and the device kernels it ran: time per kind, the ``top`` kernels by time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t = time.perf_counter()
+        fn()
+        _sync(device)
+        wall = time.perf_counter() - t
+    per: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            slot = per.setdefault(e.name, [0, 0.0])
+            slot[0] += 1
+            slot[1] += e.time_range.elapsed_us() / 1000.0
+    kernel_ms = sum(v[1] for v in per.values())
+    kinds: dict[str, float] = {}
+    for name, (_, ms) in per.items():
+        kinds[kernel_kind(name)] = kinds.get(kernel_kind(name), 0.0) + ms
+    ranked = sorted(per.items(), key=lambda kv: -kv[1][1])[:top]
+    return {
+        "wall_ms": wall * 1000.0,
+        "kernel_ms": kernel_ms,
+        "kernels": sum(int(v[0]) for v in per.values()),
+        "kinds_ms": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+        "top": [{"name": n[:120], "calls": int(v[0]), "ms": v[1], "kind": kernel_kind(n)} for n, v in ranked],
+    }
+
+
+def _profile_line(p: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{k} {v:.1f}" for k, v in p["kinds_ms"].items())
+    return f"wall {p['wall_ms']:.1f} ms, kernels {p['kernel_ms']:.1f} ms ({kinds})"
+
+
+def profile_forward(model: Any, preset: Preset) -> dict[str, Any]:
+    """Kernel-time breakdown of one prefill of B·S tokens and one decode step at batch B (after a warm-up)."""
+    from transformers import DynamicCache
+
+    dev = next(model.parameters()).device
+    b, s = preset.forward_batch, preset.forward_seq
+    gen = torch.Generator(device=dev).manual_seed(1)
+    ids = torch.randint(1, preset.shape.vocab, (b, s), device=dev, generator=gen)
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        model(ids, use_cache=False, logits_to_keep=1)
+        out["prefill"] = _kernel_profile(lambda: model(ids, use_cache=False, logits_to_keep=1), dev)
+        cache = DynamicCache(config=model.config)
+        model(ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        step = ids[:, -1:]
+        model(step, past_key_values=cache, use_cache=True)
+        out["decode"] = _kernel_profile(lambda: model(step, past_key_values=cache, use_cache=True), dev)
+    return out
+
+
+def profile_generate(
+    model: Any, reqs: list[Request], preset: Preset, concurrency: int, *, nodice: bool
+) -> dict[str, Any]:
+    """Kernel-time breakdown of a short ``generate_batch`` run (after an untimed one): kernels vs wall."""
+    dev = next(model.parameters()).device
+    throughput(model, reqs, preset, concurrency, nodice=nodice)
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result.update(throughput(model, reqs, preset, concurrency, nodice=nodice))
+
+    prof = _kernel_profile(run, dev)
+    return {"run": prof, "tokens": result.get("tokens"), "decode_step_ms": result.get("decode_step_ms")}
 
 
 def _write(path: Path | None, report: dict[str, Any]) -> None:
@@ -301,6 +398,8 @@ def run_e2e(
     sample: bool = False,
     json_path: Path | None = None,
     command: str = "",
+    control_requests: int | None = None,
+    tax_timeout_s: float = 3600.0,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """The whole bench; returns the report (and rewrites ``json_path`` after every phase and backend)."""
@@ -321,6 +420,7 @@ def run_e2e(
         "sampled": {},
         "tax": {},
         "forward": {},
+        "profile": {},
         "integration": None,
         "stats": None,
     }
@@ -331,6 +431,10 @@ def run_e2e(
     say(integ.report.summary())
     stock_record = LogitsRecord()
     reqs = requests(preset.mix, preset.requests, preset.shape.vocab, seed)
+    # The stock backends (a control: they need only show mismatches) and the sampled check may run on
+    # the first ``control_requests`` requests; greedy nodice always runs on all of them.
+    control = reqs[:control_requests] if control_requests else reqs
+    report["control_requests"] = len(control)
 
     def model_for(backend: str) -> Any:
         """The model for ``backend``, with the mode on for nodice and off for the stock backends."""
@@ -344,42 +448,76 @@ def run_e2e(
     if "invariance" in phases:
         _install_sampler(stock, None, seed, stock_record)
         for backend in chosen:
+            these = reqs if backend == "nodice" else control
             say(
-                f"invariance, {backend}: {len(reqs)} requests alone, "
+                f"invariance, {backend}: {len(these)} requests alone, "
                 f"then under {len(preset.schedules)} schedules"
             )
             record = integ.record if backend == "nodice" else stock_record
             report["invariance"][backend] = invariance(
-                model_for(backend), reqs, preset, record, nodice=backend == "nodice", say=say
+                model_for(backend), these, preset, record, nodice=backend == "nodice", say=say
             )
             _write(json_path, report)
         if sample and "nodice" in chosen:
-            say("invariance, nodice, sampled (temperature 0.8, top-p 0.95, a seed per request)")
+            say(
+                f"invariance, nodice, sampled (temperature 0.8, top-p 0.95, a seed per request): "
+                f"{len(control)} requests"
+            )
             report["sampled"]["nodice"] = invariance(
-                model_for("nodice"), reqs, preset, integ.record, nodice=True, do_sample=True, say=say
+                model_for("nodice"), control, preset, integ.record, nodice=True, do_sample=True, say=say
             )
             _write(json_path, report)
         uninstall_sampler(stock)
     integ.record.active = False
-    if "tax" in phases:
-        for mix in preset.tax_mixes:
-            report["tax"][mix.name] = {}
-            for c in preset.concurrency:
-                mix_reqs = requests(mix, 2 * c, preset.shape.vocab, seed + c, shared_prompt=False)
-                row = report["tax"][mix.name][str(c)] = {}
-                for backend in chosen:
-                    row[backend] = throughput(
-                        model_for(backend), mix_reqs, preset, c, nodice=backend == "nodice"
-                    )
-                    say(
-                        f"tax, {mix.name}, concurrency {c}, {backend}: "
-                        f"{row[backend]['tokens_per_s']:.1f} tokens/s"
-                    )
-                    _write(json_path, report)
+    # The forward pass and the profile first: short, and they say where the time goes.
     if "forward" in phases:
         report["forward"]["nodice"] = forward_times(model_for("nodice"), preset)
         report["forward"]["sdpa"] = forward_times(model_for("sdpa"), preset)
         say(f"forward: {report['forward']}")
+        _write(json_path, report)
+    if "profile" in phases:
+        report["profile"] = {"forward": {}, "generate": {}}
+        for name in ("nodice", "sdpa"):
+            report["profile"]["forward"][name] = profile_forward(model_for(name), preset)
+            for step, prof in report["profile"]["forward"][name].items():
+                say(f"profile, {step}, {name}: {_profile_line(prof)}")
+            _write(json_path, report)
+        mix = preset.tax_mixes[-1]
+        c = min(preset.concurrency)
+        gen_reqs = [
+            replace(r, max_new_tokens=min(r.max_new_tokens, 24))
+            for r in requests(mix, c, preset.shape.vocab, seed + 1, shared_prompt=False)
+        ]
+        for backend in chosen:
+            prof = profile_generate(model_for(backend), gen_reqs, preset, c, nodice=backend == "nodice")
+            prof["mix"], prof["concurrency"] = mix.name, c
+            report["profile"]["generate"][backend] = prof
+            say(f"profile, generate_batch, {backend}: {_profile_line(prof['run'])}")
+            _write(json_path, report)
+    if "tax" in phases:
+        for c in preset.concurrency:  # the lowest concurrency of every mix first
+            for mix in preset.tax_mixes:
+                mix_reqs = requests(mix, 2 * c, preset.shape.vocab, seed + c, shared_prompt=False)
+                row = report["tax"].setdefault(mix.name, {})[str(c)] = {}
+                for backend in chosen:
+                    # Untimed first: kernels compiled for this mix's shapes, the manager's buffers.
+                    warm = [replace(r, max_new_tokens=min(r.max_new_tokens, 8)) for r in mix_reqs[:c]]
+                    throughput(model_for(backend), warm, preset, c, nodice=backend == "nodice")
+                    row[backend] = throughput(
+                        model_for(backend),
+                        mix_reqs,
+                        preset,
+                        c,
+                        nodice=backend == "nodice",
+                        timeout_s=tax_timeout_s,
+                    )
+                    say(
+                        f"tax, {mix.name}, concurrency {c}, {backend}: "
+                        f"{row[backend]['tokens_per_s']:.1f} tokens/s, "
+                        f"{row[backend]['decode_step_ms'] or 0:.1f} ms per decode step"
+                        + ("" if row[backend]["complete"] else f" (stopped at {tax_timeout_s:.0f} s)")
+                    )
+                    _write(json_path, report)
     integ.suspend()
     report["stats"] = {k: asdict(v) for k, v in integ.stats().items()}
     _write(json_path, report)

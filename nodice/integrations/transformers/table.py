@@ -40,6 +40,7 @@ def tax_table(report: dict[str, Any]) -> list[str]:
         for c, row in by_c.items():
             cells = " | ".join(
                 _num(row.get(b, {}).get("tokens_per_s"))
+                + ("*" if row.get(b, {}).get("complete") is False else "")
                 + " | "
                 + _num(row.get(b, {}).get("decode_step_ms"), 2)
                 for b in backends
@@ -48,6 +49,63 @@ def tax_table(report: dict[str, Any]) -> list[str]:
             ours = row.get("nodice", {}).get("tokens_per_s")
             ratio = _num(ours / max(stock), 3) if ours and stock and max(stock) else "–"
             lines.append(f"| {mix} | {c} | {cells} | {ratio} |")
+    tax = report.get("tax", {})
+    if any(
+        v.get("complete") is False for by_c in tax.values() for row in by_c.values() for v in row.values()
+    ):
+        lines += ["", "\\* stopped by `--tax-timeout`: the requests finished by then, over the time taken."]
+    return lines
+
+
+def _profile_rows(label: str, prof: dict[str, Any], kinds: list[str]) -> str:
+    cells = " | ".join(_num(prof["kinds_ms"].get(k), 2) for k in kinds)
+    idle = prof["wall_ms"] - prof["kernel_ms"]
+    return (
+        f"| {label} | {_num(prof['wall_ms'], 2)} | {_num(prof['kernel_ms'], 2)} | {prof['kernels']} | "
+        f"{cells} | {_num(idle, 2)} |"
+    )
+
+
+def profile_table(report: dict[str, Any]) -> list[str]:
+    """torch.profiler: wall time against device-kernel time, by kind of kernel (ms)."""
+    prof = report["profile"]
+    rows = [
+        *((f"{b}, {step}", p) for b, steps in prof.get("forward", {}).items() for step, p in steps.items()),
+        *((f"{b}, generate_batch", g["run"]) for b, g in prof.get("generate", {}).items()),
+    ]
+    if not rows:
+        return []
+    kinds = sorted({k for _, p in rows for k in p["kinds_ms"]})
+    p = report["preset"]
+    gen = next(iter(prof.get("generate", {}).values()), None)
+    what = (
+        f"a decode step at batch {p['forward_batch']} and a prefill of "
+        f"{p['forward_batch']}×{p['forward_seq']} tokens (non-paged)"
+    )
+    if gen is not None:
+        what += (
+            f"; a short generate_batch run ({gen['mix']}, concurrency {gen['concurrency']}, "
+            f"{gen['tokens']} tokens)"
+        )
+    lines = [
+        "## Where the time goes (torch.profiler; ms of device kernels by kind)",
+        "",
+        f"{what}. *wall − kernels* is time no kernel ran (host work, launches, syncs).",
+        "",
+        "| " + " | ".join(["run", "wall", "kernels", "launches", *kinds, "wall − kernels"]) + " |",
+        "|---|" + "---:|" * (4 + len(kinds)),
+        *(_profile_rows(_cell(label), pr, kinds) for label, pr in rows),
+        "",
+        "Top kernels:",
+        "",
+        "| run | kernel | kind | calls | ms |",
+        "|---|---|---|---:|---:|",
+    ]
+    for label, pr in rows:
+        for k in pr["top"][:6]:
+            lines.append(
+                f"| {_cell(label)} | `{_cell(k['name'][:70])}` | {k['kind']} | {k['calls']} | {k['ms']:.2f} |"
+            )
     return lines
 
 
@@ -85,6 +143,8 @@ def markdown(report: dict[str, Any]) -> str:
         out += ["| backend | prefill | decode step |", "|---|---:|---:|"]
         for b, t in report["forward"].items():
             out.append(f"| {_cell(b)} | {_num(t.get('prefill_ms'), 2)} | {_num(t.get('decode_ms'), 2)} |")
+    if report.get("profile"):
+        out += ["", *profile_table(report)]
     if report.get("stats"):
         out += ["", "## nodice's paths in this run (calls routed / fallen back)", ""]
         out += [
