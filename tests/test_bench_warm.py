@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from nodice.bench.warm import WarmJob, WarmReport, WarmResult, plan, warm_up
+from nodice.evaluation.forkserver import ADDRESS_VARIABLE
 from nodice.kernels import bundled_kernel
 from nodice.measuring.baselines import audit_baseline, load_baselines
 from nodice.measuring.baselines.audit import DtypeAudit, combine_audits, dtype_name
@@ -130,7 +131,9 @@ def _worker_pids(parent: int | None = None, marker: bytes = b"nodice.bench.warm"
     return pids
 
 
-def test_a_worker_that_dies_is_reported_and_replaced() -> None:
+def test_a_worker_that_dies_is_reported_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The warm-up worker's gate process must be its own child to be found: no shared fork server.
+    monkeypatch.delenv(ADDRESS_VARIABLE, raising=False)
     jobs = [
         WarmJob("gate", "rmsnorm", str(bundled_kernel("rmsnorm"))),
         WarmJob("baseline", "rmsnorm", "torch F.rms_norm", dtype="float32"),

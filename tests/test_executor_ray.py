@@ -20,13 +20,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from nodice.evaluation import Evaluator
 from nodice.evaluation.executor import ExecutorConfig
+from nodice.evaluation.forkserver import ADDRESS_VARIABLE
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from tests.conftest import EXAMPLES, ROOT, run_cli
@@ -52,6 +53,10 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _without(env: Mapping[str, str], name: str) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k != name}
+
+
 def _start_head() -> dict[str, object]:
     """``ray start --head --block`` with 2 CPUs and no GPU, in its own session; its pid, address, folder."""
     port = _free_port()
@@ -66,7 +71,9 @@ def _start_head() -> dict[str, object]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        # The cluster's processes are other nodes' in spirit: they fork their own workers, and
+        # the Ray tests find a sandbox's host as its worker's parent (or its own server's).
+        env={**_without(os.environ, ADDRESS_VARIABLE), "RAY_USAGE_STATS_ENABLED": "0"},
     )
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 120
