@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install nodice with its dependencies (CPU PyTorch wheel).
 # --dev adds the test tools, the extras the tests exercise (openevolve, ray,
-# flashinfer-bench, mcp, transformers), the headless Chromium the report test uses and, in
+# flashinfer-bench, mcp, transformers, search), the headless Chromium the report test uses and, in
 # .tools/, the Codex CLI the coding-agent preset test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 # torch is pinned to the CPU wheel: a bare `torch` would pull a multi-GB CUDA build.
 if [ "${1:-}" = "--dev" ]; then
-    .venv/bin/python -m pip install -q "torch==2.13.0" -e ".[dev,openevolve,ray,flashinfer-bench,mcp,transformers]"
+    .venv/bin/python -m pip install -q "torch==2.13.0" -e ".[dev,openevolve,ray,flashinfer-bench,mcp,transformers,search]"
     CODEX_VERSION=0.171.0
     if [ "$(.tools/node_modules/.bin/codex --version 2>/dev/null)" != "codex-cli $CODEX_VERSION" ]; then
         if ! command -v npm >/dev/null 2>&1 \

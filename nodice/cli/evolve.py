@@ -38,7 +38,9 @@ def evolve(
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option(help='builtin | openai | anthropic | codex | claude-code | aider | cmd:"COMMAND"'),
+        typer.Option(
+            help='builtin | knobs | openai | anthropic | codex | claude-code | aider | cmd:"COMMAND"'
+        ),
     ] = None,
     agent_arg: Annotated[
         list[str] | None,
@@ -142,7 +144,7 @@ def evolve(
         if not same_agent and known is not None and opts.agent_args is None:
             opts.agent_args = []  # another agent: the old agent's flags do not carry over
         # The builtin agent proposes N candidates at a time; LLM and command agents run as N islands.
-        islands = workers if agent_spec != "builtin" else 1
+        islands = workers if agent_spec not in ("builtin", "knobs") else 1
         agents = [
             make_agent(
                 agent_spec,

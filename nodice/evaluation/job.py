@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,28 @@ def _bench_setup(
     return session, [known[n] for n in names]
 
 
+def _same_bits_stage(
+    job: EvaluationRequest,
+    task: Task,
+    kernel: Callable[..., Any],
+    workloads: list[Workload] | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> str | None:
+    """The first bitwise difference from ``same_bits_as`` on the benchmark's workloads (None: same bits)."""
+    from nodice.evaluation.same_bits import same_bits_difference
+
+    try:
+        chosen = workloads if workloads is not None else list(task.bench_workloads(device))
+        return same_bits_difference(
+            task, kernel, job.bench_options.same_bits_as, job.entry, chosen, device, dtype
+        )
+    except NodiceError as exc:
+        return f"the best version could not be run: {exc.line()}"
+    except Exception as exc:  # the candidate crashed on a workload input: not the same kernel
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+
+
 def run_job(job: EvaluationRequest, device: torch.device) -> dict[str, Any]:
     from nodice.measuring.throughput import benchmark
 
@@ -153,6 +176,15 @@ def run_job(job: EvaluationRequest, device: torch.device) -> dict[str, Any]:
 
     scores: list[dict[str, Any]] = []
     bench_meta: dict[str, Any] = {}
+    if result.verdict == "pass" and bench and guardian.guarded and job.bench_options.same_bits_as:
+        progress.stage("same_bits")
+        t0 = time.perf_counter()
+        differs = _same_bits_stage(job, task, guardian.guarded, workloads, device, dtype)
+        timings["same_bits"] = _ms(t0)
+        result.stages.append(
+            StageResult("same_bits", "reject" if differs else "pass", timings["same_bits"], differs or "")
+        )
+        bench = not differs
     if result.verdict == "pass" and bench and guardian.guarded and guardian.raw:
         t0 = time.perf_counter()
         try:

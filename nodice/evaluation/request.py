@@ -28,6 +28,9 @@ class BenchOptions:
     ``audits``: verdicts already measured (``{baseline: {"verdict", "detail", "s"}}``), taken as given.
     ``ceilings``: the device's ceilings measured elsewhere (``{"tflops": …, "gbps": …}``), adopted as is.
     ``host_lines``: record the candidate's host lines each workload runs (``lines_run``).
+    ``same_bits_as``: a kernel file (absolute path) whose outputs the candidate's must match bit for
+    bit on the workloads before it is timed (a knob setting against the best version); a difference
+    is the stage ``same_bits`` rejected, and nothing is timed.
     """
 
     workloads: tuple[str, ...] = ()
@@ -35,6 +38,7 @@ class BenchOptions:
     audits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ceilings: Mapping[str, Any] | None = None
     host_lines: bool = False
+    same_bits_as: str = ""
 
     @classmethod
     def of(cls, options: BenchOptions | Mapping[str, Any] | None) -> BenchOptions:

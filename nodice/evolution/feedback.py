@@ -96,6 +96,8 @@ OUTCOME_ADVICE = {
     "incorrect": "rejected: does not match the reference within tolerance.",
     "cheat": "rejected: calls the reference or a library implementation of the whole operation.",
     "error": "rejected: could not be judged (load error, crash, timeout or bad output).",
+    "bits_differ": "passes the gate but its outputs differ bitwise from the best version's: another "
+    "kernel, not a faster setting of it; not timed (stage same_bits names the first difference).",
 }
 
 

@@ -52,8 +52,20 @@ CREATE TABLE IF NOT EXISTS evolution_interventions (
 );
 """
 
-# Outcomes of an attempt. "eligible" passed with a geomean at least the best: commit may take it.
-OUTCOMES = ("eligible", "committed", "slower", "gate_only", "bi_violation", "incorrect", "cheat", "error")
+# Outcomes of an attempt. "eligible" passed with a geomean at least the best: commit may take it;
+# "bits_differ" passed the gate but changed the bits of the version it was to speed up (a knob
+# setting), so it was not timed.
+OUTCOMES = (
+    "eligible",
+    "committed",
+    "slower",
+    "gate_only",
+    "bi_violation",
+    "incorrect",
+    "cheat",
+    "error",
+    "bits_differ",
+)
 
 
 @dataclass

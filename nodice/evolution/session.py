@@ -72,6 +72,8 @@ class Candidate:
     commit_if_eligible: bool = False
     # Its mark in ``scratch/inflight`` while it is judged (evaluations of other processes count too).
     reservation: Path | None = None
+    # The files of the version it must match bit for bit before it is timed (a knob setting).
+    same_bits_as: dict[str, str] | None = None
 
 
 def files_digest(files: dict[str, str]) -> str:
@@ -200,10 +202,16 @@ class RunSession:
         bench: bool = True,
         files: dict[str, str] | None = None,
         commit_if_eligible: bool = False,
+        same_bits_as: dict[str, str] | None = None,
     ) -> Attempt:
-        """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed."""
+        """Judge ``files`` (default: the workspace) and record the attempt; commit it if asked and allowed.
+
+        ``same_bits_as``: the files of a version whose outputs the candidate must match bit for bit
+        before it is timed; one that does not is recorded as ``bits_differ``, untimed.
+        """
         files = self.run.workspace_files() if files is None else files
         c = Candidate(files, agent, label, description, bench, commit_if_eligible)
+        c.same_bits_as = same_bits_as
         with self.run.writing():  # admitted and marked in flight at once: islands share the budget
             self._admit(c)
             c.reservation = self.run.reserve_evaluation()
@@ -270,6 +278,8 @@ class RunSession:
         Returns the evaluation, its seconds, and when it ended (for recording in order of completion).
         """
         snapshot = self.run.snapshot(c.files)
+        best = self.run.snapshot(c.same_bits_as) if c.same_bits_as else None
+        same_bits_as = str(best / KERNEL_FILE) if best else ""
         t0 = time.perf_counter()
         try:
             ev = self.evaluator.evaluate(
@@ -282,10 +292,14 @@ class RunSession:
                 static=self.config.bi,
                 dynamic=self.config.bi,
                 # The host lines each workload runs tell the built-in agent which parameters matter.
-                bench_options=BenchOptions(workloads=tuple(self.config.workloads or ()), host_lines=True),
+                bench_options=BenchOptions(
+                    workloads=tuple(self.config.workloads or ()), host_lines=True, same_bits_as=same_bits_as
+                ),
             )
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
+            if best is not None:
+                shutil.rmtree(best, ignore_errors=True)
         end = time.perf_counter()
         # Findings name the workspace's files, not the snapshot that is gone by now.
         for finding in ev.check.findings:
@@ -302,6 +316,8 @@ class RunSession:
         best_version = self.best()
         best = best_version.geomean if best_version else 0.0
         outcome = self._outcome(ev.verdict, bench, geomean, best)
+        if ev.verdict == "pass" and stage_verdicts(ev.check).get("same_bits") == "reject":
+            outcome = "bits_differ"  # another kernel than the version it was to speed up: not timed
         if outcome == "eligible" and c.commit_if_eligible:
             outcome = "committing"  # reconciled into a commit if the process dies before git has it
         check = ev.check
@@ -361,7 +377,7 @@ class RunSession:
         prior = self.journal.latest_for(files_digest(files))
         if prior is not None and prior.outcome == "committed":
             return CommitResult(False, f"this source is already version v{prior.version}", prior)
-        if prior is not None and prior.outcome in GATE_REJECTIONS:
+        if prior is not None and prior.outcome in (*GATE_REJECTIONS, "bits_differ"):
             return CommitResult(False, f"refused: attempt #{prior.id} was rejected\n{prior.feedback}", prior)
         if prior is None or not prior.bench:
             prior = self.evaluate(agent=agent, label="commit", description=description, files=files)
@@ -371,8 +387,10 @@ class RunSession:
 
     def commit_attempt(self, attempt: Attempt) -> CommitResult:
         """Commit a judged attempt if it still meets the rule (another commit may have raised the bar)."""
-        if attempt.verdict != "pass" or not attempt.bench:
+        if attempt.verdict != "pass" or not attempt.bench or attempt.outcome == "bits_differ":
             why = "was rejected" if attempt.verdict != "pass" else "has no benchmark"
+            if attempt.outcome == "bits_differ":
+                why = "changes the best version's bits (not timed)"
             return CommitResult(False, f"refused: attempt #{attempt.id} {why}\n{attempt.feedback}", attempt)
         with self.run.writing():
             existing = self.lineage.find_attempt(attempt.id)

@@ -108,6 +108,15 @@ ML_ALIGN = 32
 # zeroed buffer per call.
 CACHE_COUNTERS = True
 
+# The knobs `nodice evolve attention_decode --agent knobs` may set (docs/search.md): warps, pipeline
+# depth and the heads folded at once, which change registers and steps, never the result. The key
+# tile and the split sizes change the order of the online softmax and of the fold: not knobs.
+KNOBS = {
+    "NUM_WARPS_D128": (2, 4, 8),
+    "NUM_STAGES_D128": (2, 3, 4, 5),
+    "FOLD_HEADS": (1, 2, 4, 8),
+}
+
 _COUNTERS: dict[torch.device, torch.Tensor] = {}
 
 

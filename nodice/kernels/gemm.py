@@ -109,6 +109,19 @@ CHAINED_SPLITS = 0
 CHAINED_SEG_K = 2048
 CHAINED_COST_PERCENT = 10
 
+# The knobs `nodice evolve gemm --agent knobs` may set (docs/search.md): the decode sizes' load path
+# and column tiles, which choose how a product is walked and never a bit of it (the search checks
+# each setting bitwise against the best version before timing it). BLOCK_K and the chained K
+# segments shape the reduction: they are not knobs.
+KNOBS = {
+    "SINGLE_POINTER_LOADS": (0, 1),
+    "SINGLE_PTR_MIN_TILES": (64, 80, 128, 256, 396),
+    "SINGLE_PTR_NARROWEST_MIN_TILES": (0, 128, 256, 264, 396),
+    "SINGLE_PTR_NARROWEST_STAGES": (4, 6, 8),
+    "DECODE_POINTER_LOADS": (0, 1),
+    "DECODE_STAGES": (4, 6, 8),
+}
+
 
 def _sms(device: torch.device) -> int:
     if device.type == "cuda":

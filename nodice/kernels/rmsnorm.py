@@ -36,6 +36,18 @@ WARPS_WIDER = 8
 # tiles of 8192 and 16384 elements against ROW_ELEMENTS = 2048.
 STREAMING_HINTS = 0
 
+# The knobs `nodice evolve rmsnorm --agent knobs` may set (docs/search.md): how rows are spread over
+# programs and warps, and the cache hints. Each setting must give the best version's bits to be timed.
+KNOBS = {
+    "ROW_ELEMENTS": (1024, 2048, 4096, 8192, 16384),
+    "WARPS_UP_TO_1K": (4, 8, 16),
+    "WARPS_2K": (4, 8, 16),
+    "WARPS_4K": (4, 8, 16),
+    "WARPS_8K": (8, 16, 32),
+    "WARPS_WIDER": (8, 16, 32),
+    "STREAMING_HINTS": (0, 1),
+}
+
 
 @triton.jit
 def _rmsnorm_rows(

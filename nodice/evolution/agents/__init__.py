@@ -7,7 +7,7 @@ from nodice.evolution.agents.base import Agent, AgentContext, AgentError, StepRe
 
 __all__ = ["Agent", "AgentContext", "AgentError", "StepReport", "make_agent"]
 
-AGENT_KINDS = ("builtin", "openai", "anthropic", "codex", "claude-code", "aider", "cmd:COMMAND")
+AGENT_KINDS = ("builtin", "knobs", "openai", "anthropic", "codex", "claude-code", "aider", "cmd:COMMAND")
 PRESETS = ("codex", "claude-code", "aider")
 
 
@@ -21,7 +21,8 @@ def make_agent(
     agent_args: list[str] | None = None,
     launch_timeout_s: float | None = None,
 ) -> Agent:
-    """The agent named by ``spec``: builtin, openai, anthropic, a CLI preset, or cmd:COMMAND.
+    """The agent named by ``spec``: builtin, knobs (the built-in knob search), openai, anthropic, a CLI
+    preset, or cmd:COMMAND.
 
     ``agent_args`` go to a preset's CLI; ``launch_timeout_s`` ends one launch of a command or preset.
     """
@@ -31,6 +32,10 @@ def make_agent(
         from nodice.evolution.agents.builtin import BuiltinAgent
 
         return BuiltinAgent(rng_seed=rng_seed)
+    if spec == "knobs":
+        from nodice.evolution.agents.knob_search import KnobSearchAgent
+
+        return KnobSearchAgent(rng_seed=rng_seed)
     if spec == "openai":
         from nodice.evolution.agents.openai_agent import OpenAIAgent
 

@@ -82,6 +82,13 @@ def _int_literal(node: ast.AST) -> int | None:
     return None
 
 
+def _switch_literal(node: ast.AST) -> int | None:
+    """A declared knob's literal may also be 0 or a bool (``STREAMING_HINTS = 0``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and node.value >= 0:
+        return int(node.value)
+    return None
+
+
 def _unwrap_constexpr(node: ast.expr) -> ast.expr:
     """``gl.constexpr(128)`` / ``tl.constexpr(128)`` → the literal inside."""
     if (
@@ -94,7 +101,12 @@ def _unwrap_constexpr(node: ast.expr) -> ast.expr:
     return node
 
 
-def find_sites(source: str) -> list[ParamSite]:
+def find_sites(source: str, declared: frozenset[str] = frozenset()) -> list[ParamSite]:
+    """Every launch or tiling literal of the host code.
+
+    ``declared``: module names a kernel declares as knobs (its ``KNOBS``, :mod:`knobs`): found
+    whatever they are called, and their literal may also be 0 or a bool (a switch).
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -110,6 +122,8 @@ def find_sites(source: str) -> list[ParamSite]:
             return
         node = _unwrap_constexpr(node)
         value = _int_literal(node)
+        if value is None and (module_name or name) in declared:
+            value = _switch_literal(node)
         if value is None or node.lineno in device_lines or node.lineno != node.end_lineno:
             return
         sites.append(
@@ -129,7 +143,7 @@ def find_sites(source: str) -> list[ParamSite]:
                 add(f"{name}[{label}]", value, "table", name)
 
     def tunable(name: str) -> bool:
-        return name in _LIMITS or bool(_TUNABLE.search(name))
+        return name in _LIMITS or bool(_TUNABLE.search(name)) or name in declared
 
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg and tunable(node.arg):
