@@ -89,6 +89,15 @@ def test_contiguous_attention_is_routed_and_a_padded_batch_falls_back(
         mask[0, :3] = 0
         model(ids, attention_mask=mask)
     assert torch.equal(alone[0], batched[1])
+    # Linear weights are stored transposed, so the gemm kernel gets F.linear's operand without a copy;
+    # the same values in the other layout give the same bits.
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert integ.report.linear_weights == len(linears) > 0
+    assert all(m.weight.t().is_contiguous() for m in linears)
+    row_major = linears[0].weight.detach().contiguous()
+    x = torch.randn(5, row_major.shape[1], generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(x @ linears[0].weight.t(), x @ row_major.t())
     after = integ.stats()["attention"]
     assert after.routed - before.routed == 2 * TINY.layers
     assert after.fallbacks - before.fallbacks == TINY.layers

@@ -76,6 +76,8 @@ class IntegrationReport:
     mode: ModeReport
     scheduler: str
     sampler: str
+    # Linear weights stored transposed, so that the (K, N) operand F.linear hands the GEMM is contiguous.
+    linear_weights: int = 0
 
     def summary(self) -> str:
         lines = [
@@ -83,6 +85,7 @@ class IntegrationReport:
             f"  attention: {self.attn_implementation} ({self.attention})",
             *(f"  {task}: {why}" for task, why in self.kernels.items()),
             f"  RMSNorm modules through aten::rms_norm: {self.norms}",
+            f"  Linear weights stored as (in, out) for the gemm kernel: {self.linear_weights}",
             f"  continuous batching: {self.scheduler}",
             f"  sampling: {self.sampler}",
             *("  " + line for line in self.mode.summary().splitlines()),
@@ -152,6 +155,28 @@ def _route_norms(model: torch.nn.Module) -> int:
     return len(swaps)
 
 
+def _lay_out_linear_weights(model: torch.nn.Module) -> int:
+    """Store each ``nn.Linear`` weight as its transpose's contiguous copy, seen through ``.t()``.
+
+    ``F.linear(x, W)`` reaches the mode as ``addmm``/``mm`` with ``W.t()``, and the gemm kernel runs on
+    a contiguous (K, N) operand: with W stored (N, K) the route copies the whole weight on every call
+    (most of a decode step's time). The same values in the other layout: the shape, the Parameter
+    (shared ties included) and every output bit are unchanged; the copy happens once, here."""
+    changed = 0
+    seen: set[int] = set()
+    for mod in model.modules():
+        weight = getattr(mod, "weight", None)
+        if not isinstance(mod, torch.nn.Linear) or not isinstance(weight, torch.nn.Parameter):
+            continue
+        if id(weight) in seen or weight.dim() != 2 or not weight.is_contiguous() or weight.shape[1] == 1:
+            continue
+        seen.add(id(weight))
+        with torch.no_grad():
+            weight.data = weight.data.t().contiguous().t()
+        changed += 1
+    return changed
+
+
 def _install_sampler(model: Any, kernels: KernelSet | None, seed: int, record: LogitsRecord) -> None:
     """Put :class:`NodiceSampler` first in the processors continuous batching builds for this model."""
     original = getattr(model, "_nodice_original_logits_processor", None) or model._get_logits_processor
@@ -213,6 +238,7 @@ def enable(
     else:
         attention = f"the model's own: {gap}"
     norms = _route_norms(model)
+    linear_weights = _lay_out_linear_weights(model) if mode.report.status("linear").routed else 0
     record = LogitsRecord()
     if gap is None and getattr(model.generation_config, "continuous_batching_config", None) is None:
         model.generation_config.continuous_batching_config = continuous_batching_config()
@@ -233,6 +259,7 @@ def enable(
             for t in TASKS
         },
         norms=norms,
+        linear_weights=linear_weights,
         mode=mode.report,
         scheduler="nodice scheduler (FIFO order, batches recorded), no CUDA graphs, synchronous"
         if gap is None
