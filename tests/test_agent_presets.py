@@ -1,6 +1,6 @@
-"""Coding-agent CLI presets: the real Codex CLI runs `nodice evolve` end to end through nodice's MCP
-server, its model scripted on loopback; Claude Code and aider (not installed here) are checked for
-their command line and configuration."""
+"""Coding-agent CLI presets: the real Codex CLI and the real Claude Code run `nodice evolve` end to end
+through nodice's MCP server, their model scripted on loopback; aider (not installed here) is checked
+for its command line and configuration."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from nodice.evolution.agents.presets import PRESETS, LaunchSpec
 from nodice.evolution.agents.rmsnorm_template import RowKnobs, render
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
-from tests.scripted_model import Call, Say, ScriptedModel
+from tests.scripted_model import Call, Say, ScriptedMessages, ScriptedResponses
 
 ROOT = Path(__file__).resolve().parents[1]
-CODEX_BIN = ROOT / ".tools" / "node_modules" / ".bin"
+TOOLS_BIN = ROOT / ".tools" / "node_modules" / ".bin"
 VIOLATING = (ROOT / "nodice" / "examples" / "rmsnorm" / "split_rows_small_batch.py").read_text()
 FASTER = render(RowKnobs(rows_per_program=4, single_pass=True))
 SPEC = LaunchSpec(
@@ -43,7 +43,7 @@ wire_api = "responses"
 
 
 @pytest.mark.skipif(
-    not (CODEX_BIN / "codex").exists(), reason="the Codex CLI is not in .tools/ (scripts/setup.sh --dev)"
+    not (TOOLS_BIN / "codex").exists(), reason="the Codex CLI is not in .tools/ (scripts/setup.sh --dev)"
 )
 def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
     turns: list[Call | Say] = [
@@ -58,13 +58,13 @@ def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
     home = tmp_path / "codex-home"  # the test's own Codex settings: the user's are never read
     home.mkdir()
     run = tmp_path / "run"
-    with ScriptedModel(turns) as model:
+    with ScriptedResponses(turns) as model:
         (home / "config.toml").write_text(CODEX_CONFIG.format(url=model.base_url))
         env = dict(os.environ)
         env |= {
             "CODEX_HOME": str(home),
             "NODICE_SCRIPTED_KEY": "unused",
-            "PATH": f"{CODEX_BIN}{os.pathsep}{env['PATH']}",
+            "PATH": f"{TOOLS_BIN}{os.pathsep}{env['PATH']}",
             "TRITON_INTERPRET": "1",
         }
         evolve = "evolve rmsnorm --device cpu --agent codex --model scripted --budget 3 --no-report"
@@ -98,6 +98,69 @@ def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
         ("codex", "benchmark", "committed"),
     ]
     assert "mcp: nodice/run_gate" in log  # Codex's own transcript of the launch
+
+
+@pytest.mark.skipif(
+    not (TOOLS_BIN / "claude").exists(), reason="Claude Code is not in .tools/ (scripts/setup.sh --dev)"
+)
+def test_claude_code_evolves_through_the_mcp_server(tmp_path: Path) -> None:
+    turns: list[Call | Say] = [
+        Call("status"),
+        Call("write_file", {"path": "kernel.py", "content": VIOLATING}),
+        Call("run_gate", {"message": "rows split over the SMs"}),
+        Call("write_file", {"path": "kernel.py", "content": FASTER}),
+        Call("benchmark", {"message": "4 rows per program, single pass"}),
+        Call("commit", {"message": "4 rows per program, single pass"}),
+        Say("Committed the faster kernel."),
+    ]
+    home = tmp_path / "claude-home"  # the test's own home and settings: the user's are never read
+    home.mkdir()
+    run = tmp_path / "run"
+    with ScriptedMessages(turns) as model:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+        env |= {
+            "HOME": str(home),
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+            "ANTHROPIC_BASE_URL": model.base_url,
+            "ANTHROPIC_API_KEY": "unused",
+            # No update check, telemetry, error reports or other traffic beyond the model's endpoint.
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "PATH": f"{TOOLS_BIN}{os.pathsep}{env['PATH']}",
+            "TRITON_INTERPRET": "1",
+        }
+        evolve = "evolve rmsnorm --device cpu --agent claude-code --model scripted --budget 3 --no-report"
+        done = subprocess.run(
+            [sys.executable, "-m", "nodice", *evolve.split(), f"--run-dir={run}", "--launch-timeout=240"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    log = (run / "logs" / "agent.log").read_text() if (run / "logs" / "agent.log").exists() else ""
+    assert done.returncode == 0, done.stderr + done.stdout + log
+    assert "budget spent" in done.stdout
+
+    # Every scripted call reached nodice's server and its answer went back to the model.
+    # Claude Code lists MCP tools by name until ToolSearch loads them: one search, then the six calls.
+    outputs = model.tool_outputs()
+    assert model.tool_searches == 1 and set(outputs) == {"toolu_search_1", *(f"toolu_{i}" for i in range(6))}
+    assert "mcp__nodice__run_gate" in {t["name"] for t in model.requests[-1]["tools"]}
+    gate = outputs["toolu_2"]
+    assert "bi_violation" in gate and "repair" in gate and "work_partitioning" in gate, gate
+    assert "committed v1" in outputs["toolu_5"], outputs["toolu_5"]
+
+    versions = Lineage(run).versions()
+    assert [(v.version, v.agent) for v in versions] == [(0, "seed"), (1, "claude-code")]
+    assert versions[1].description == "4 rows per program, single pass"
+    assert "ROWS_PER_PROGRAM" in Lineage(run).show(versions[1].sha, "workspace/kernel.py")
+    attempts = Journal(run / "results.sqlite").attempts()
+    assert [(a.agent, a.label, a.outcome) for a in attempts][1:] == [
+        ("claude-code", "run_gate", "bi_violation"),
+        ("claude-code", "benchmark", "committed"),
+    ]
+    assert "Committed the faster kernel." in log  # Claude Code's own output for the launch
 
 
 def test_codex_command_line() -> None:
