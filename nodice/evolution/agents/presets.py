@@ -115,7 +115,7 @@ class CodexPreset(Preset):
 class ClaudeCodePreset(Preset):
     name = "claude-code"
     executable = "claude"
-    tested = "command line and configuration only (not installed where the tests run)"
+    tested = "Claude Code 2.1.332 (@anthropic-ai/claude-code on npm)"
 
     def argv(self, spec: LaunchSpec) -> list[str]:
         command, *args = self.mcp_command(spec)
