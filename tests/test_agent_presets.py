@@ -42,23 +42,55 @@ wire_api = "responses"
 """
 
 
+# The scripted model's turns: a batch-dependent edit the gate must reject, then a faster honest one.
+TURNS: list[Call | Say] = [
+    Call("status"),
+    Call("write_file", {"path": "kernel.py", "content": VIOLATING}),
+    Call("run_gate", {"message": "rows split over the SMs"}),
+    Call("write_file", {"path": "kernel.py", "content": FASTER}),
+    Call("benchmark", {"message": "4 rows per program, single pass"}),
+    Call("commit", {"message": "4 rows per program, single pass"}),
+    Say("Committed the faster kernel."),
+]
+
+
+def _evolve(agent: str, run: Path, env: dict[str, str], *extra: str) -> str:
+    """``nodice evolve rmsnorm`` with the preset ``agent`` until its budget is spent; the agent's log."""
+    evolve = f"evolve rmsnorm --device cpu --agent {agent} --model scripted --budget 3 --no-report"
+    done = subprocess.run(
+        [sys.executable, "-m", "nodice", *evolve.split(), f"--run-dir={run}", "--launch-timeout=240", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = (run / "logs" / "agent.log").read_text() if (run / "logs" / "agent.log").exists() else ""
+    assert done.returncode == 0, done.stderr + done.stdout + log
+    assert "budget spent" in done.stdout
+    return log
+
+
+def _assert_committed_by(run: Path, agent: str) -> None:
+    """The rejected edit and the committed one are in the journal, the faster kernel in the lineage."""
+    versions = Lineage(run).versions()
+    assert [(v.version, v.agent) for v in versions] == [(0, "seed"), (1, agent)]
+    assert versions[1].description == "4 rows per program, single pass"
+    assert "ROWS_PER_PROGRAM" in Lineage(run).show(versions[1].sha, "workspace/kernel.py")
+    attempts = Journal(run / "results.sqlite").attempts()
+    assert [(a.agent, a.label, a.outcome) for a in attempts][1:] == [
+        (agent, "run_gate", "bi_violation"),
+        (agent, "benchmark", "committed"),
+    ]
+
+
 @pytest.mark.skipif(
     not (TOOLS_BIN / "codex").exists(), reason="the Codex CLI is not in .tools/ (scripts/setup.sh --dev)"
 )
 def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
-    turns: list[Call | Say] = [
-        Call("status"),
-        Call("write_file", {"path": "kernel.py", "content": VIOLATING}),
-        Call("run_gate", {"message": "rows split over the SMs"}),
-        Call("write_file", {"path": "kernel.py", "content": FASTER}),
-        Call("benchmark", {"message": "4 rows per program, single pass"}),
-        Call("commit", {"message": "4 rows per program, single pass"}),
-        Say("Committed the faster kernel."),
-    ]
     home = tmp_path / "codex-home"  # the test's own Codex settings: the user's are never read
     home.mkdir()
     run = tmp_path / "run"
-    with ScriptedResponses(turns) as model:
+    with ScriptedResponses(TURNS) as model:
         (home / "config.toml").write_text(CODEX_CONFIG.format(url=model.base_url))
         env = dict(os.environ)
         env |= {
@@ -67,19 +99,8 @@ def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
             "PATH": f"{TOOLS_BIN}{os.pathsep}{env['PATH']}",
             "TRITON_INTERPRET": "1",
         }
-        evolve = "evolve rmsnorm --device cpu --agent codex --model scripted --budget 3 --no-report"
         # The two --agent-arg flags go to Codex as they are.
-        extra = ["--agent-arg=-c", "--agent-arg=model_reasoning_effort=none", "--launch-timeout=240"]
-        done = subprocess.run(
-            [sys.executable, "-m", "nodice", *evolve.split(), f"--run-dir={run}", *extra],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    log = (run / "logs" / "agent.log").read_text() if (run / "logs" / "agent.log").exists() else ""
-    assert done.returncode == 0, done.stderr + done.stdout + log
-    assert "budget spent" in done.stdout
+        log = _evolve("codex", run, env, "--agent-arg=-c", "--agent-arg=model_reasoning_effort=none")
 
     # Every scripted call reached nodice's server and its answer went back to the model.
     outputs = model.tool_outputs()
@@ -88,15 +109,7 @@ def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
     assert "bi_violation" in gate and "repair" in gate and "work_partitioning" in gate, gate
     assert '"committed":true' in outputs["call_5"].replace(" ", ""), outputs["call_5"]
 
-    versions = Lineage(run).versions()
-    assert [(v.version, v.agent) for v in versions] == [(0, "seed"), (1, "codex")]
-    assert versions[1].description == "4 rows per program, single pass"
-    assert "ROWS_PER_PROGRAM" in Lineage(run).show(versions[1].sha, "workspace/kernel.py")
-    attempts = Journal(run / "results.sqlite").attempts()
-    assert [(a.agent, a.label, a.outcome) for a in attempts][1:] == [
-        ("codex", "run_gate", "bi_violation"),
-        ("codex", "benchmark", "committed"),
-    ]
+    _assert_committed_by(run, "codex")
     assert "mcp: nodice/run_gate" in log  # Codex's own transcript of the launch
 
 
@@ -104,19 +117,10 @@ def test_codex_evolves_through_the_mcp_server(tmp_path: Path) -> None:
     not (TOOLS_BIN / "claude").exists(), reason="Claude Code is not in .tools/ (scripts/setup.sh --dev)"
 )
 def test_claude_code_evolves_through_the_mcp_server(tmp_path: Path) -> None:
-    turns: list[Call | Say] = [
-        Call("status"),
-        Call("write_file", {"path": "kernel.py", "content": VIOLATING}),
-        Call("run_gate", {"message": "rows split over the SMs"}),
-        Call("write_file", {"path": "kernel.py", "content": FASTER}),
-        Call("benchmark", {"message": "4 rows per program, single pass"}),
-        Call("commit", {"message": "4 rows per program, single pass"}),
-        Say("Committed the faster kernel."),
-    ]
     home = tmp_path / "claude-home"  # the test's own home and settings: the user's are never read
     home.mkdir()
     run = tmp_path / "run"
-    with ScriptedMessages(turns) as model:
+    with ScriptedMessages(TURNS) as model:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
         env |= {
             "HOME": str(home),
@@ -130,17 +134,7 @@ def test_claude_code_evolves_through_the_mcp_server(tmp_path: Path) -> None:
             "PATH": f"{TOOLS_BIN}{os.pathsep}{env['PATH']}",
             "TRITON_INTERPRET": "1",
         }
-        evolve = "evolve rmsnorm --device cpu --agent claude-code --model scripted --budget 3 --no-report"
-        done = subprocess.run(
-            [sys.executable, "-m", "nodice", *evolve.split(), f"--run-dir={run}", "--launch-timeout=240"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    log = (run / "logs" / "agent.log").read_text() if (run / "logs" / "agent.log").exists() else ""
-    assert done.returncode == 0, done.stderr + done.stdout + log
-    assert "budget spent" in done.stdout
+        log = _evolve("claude-code", run, env)
 
     # Every scripted call reached nodice's server and its answer went back to the model.
     # Claude Code lists MCP tools by name until ToolSearch loads them: one search, then the six calls.
@@ -151,15 +145,7 @@ def test_claude_code_evolves_through_the_mcp_server(tmp_path: Path) -> None:
     assert "bi_violation" in gate and "repair" in gate and "work_partitioning" in gate, gate
     assert "committed v1" in outputs["toolu_5"], outputs["toolu_5"]
 
-    versions = Lineage(run).versions()
-    assert [(v.version, v.agent) for v in versions] == [(0, "seed"), (1, "claude-code")]
-    assert versions[1].description == "4 rows per program, single pass"
-    assert "ROWS_PER_PROGRAM" in Lineage(run).show(versions[1].sha, "workspace/kernel.py")
-    attempts = Journal(run / "results.sqlite").attempts()
-    assert [(a.agent, a.label, a.outcome) for a in attempts][1:] == [
-        ("claude-code", "run_gate", "bi_violation"),
-        ("claude-code", "benchmark", "committed"),
-    ]
+    _assert_committed_by(run, "claude-code")
     assert "Committed the faster kernel." in log  # Claude Code's own output for the launch
 
 
