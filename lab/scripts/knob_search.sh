@@ -3,18 +3,23 @@
 # that declares KNOBS, in place of the lab's pin sweeps (sweep_norms.py, sweep_gemm_pins.py,
 # sweep_decode.py): every setting through the gate, bitwise against the best version, then timed.
 #   OUT=... lab/scripts/knob_search.sh [TASK...]      # default: rmsnorm add_rmsnorm gemm attention_decode
-# Each run's folder (lineage, journal, report.html) is copied to $OUT/knobs-TASK; BUDGET sets the
-# evaluations per task (default 30).
+# Carries .whl/ (the baselines) and .whl-search/ (Optuna and its dependencies: bench/gpu/WHEELS.md).
+# Each task runs as one measurement of bench/gpu/run_many.sh (its own time limit TASK_SECONDS,
+# default 135; the lineage, journal and report.html of runs/knobs-TASK copied to $OUT/knobs-TASK/run,
+# packed into $OUT/results.tar.gz after each); BUDGET_EVALS sets the evaluations per task (default 30).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT}
-BUDGET=${BUDGET:-30}
+evals=${BUDGET_EVALS:-30}
+seconds=${TASK_SECONDS:-135}
 tasks=("$@")
 [ ${#tasks[@]} -eq 0 ] && tasks=(rmsnorm add_rmsnorm gemm attention_decode)
-mkdir -p "$OUT"
+specs=()
 for task in "${tasks[@]}"; do
-    run="runs/knobs-$task"
-    nodice evolve "$task" --agent knobs --seed "nodice/kernels/$task.py" --device cuda \
-        --budget "$BUDGET" --run-dir "$run" 2>&1 | tee "$OUT/knobs-$task.log"
-    cp -r "$run" "$OUT/knobs-$task"
+    # The search stops itself a little before the measurement's limit so the copy always runs.
+    specs+=("knobs-$task=$seconds=timeout $((seconds - 10)) python3 -m nodice evolve $task --agent knobs \
+--seed nodice/kernels/$task.py --device cuda --budget $evals --time-budget $((seconds - 25)) --run-dir runs/knobs-$task; \
+rc=\$?; cp -r runs/knobs-$task \$RUN/run; exit \$rc")
 done
+bench/gpu/run_many.sh "${specs[@]}"
+cat "$OUT/run_many.log"
