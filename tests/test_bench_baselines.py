@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -24,6 +26,7 @@ from nodice.measuring.baselines import (
 )
 from nodice.measuring.baselines.attention_decode import split_pages
 from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path, to_sequence_major
+from nodice.measuring.baselines.cublaslt import HeuristicResult, column_major_operands, library_path
 from nodice.measuring.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask, pages_used
 from nodice.measuring.baselines.sampling import effective_top_k, scaled_logits
 from nodice.tasks import CATALOG, get_task
@@ -121,7 +124,7 @@ def test_provider_versions() -> None:
     every = [b for t in CATALOG for b in baselines_for(t, CUDA)]
     versions = provider_versions(every)
     assert versions["torch"] == torch.__version__
-    assert {"liger-kernel", "flashinfer-python", "fla-core", "flash-attn-4"} <= set(versions)
+    assert {"liger-kernel", "flashinfer-python", "fla-core", "flash-attn-4", "sgemm-bi"} <= set(versions)
 
 
 def test_every_baseline_says_its_configuration() -> None:
@@ -246,6 +249,48 @@ def test_cutlass_dsl_packages_join_sys_path_as_its_pth_would(
     spec = importlib.util.find_spec("cutlass")
     assert spec is not None and spec.origin is not None and spec.origin.startswith(str(tmp_path))
     sys.modules.pop("nvidia_cutlass_dsl", None)
+
+
+def _column_major(buffer: np.ndarray, rows: int, cols: int, ld: int) -> np.ndarray:
+    """The (rows, cols) matrix BLAS reads from ``buffer`` stored column-major with leading dimension ld."""
+    return buffer[: cols * ld].reshape(cols, ld)[:, :rows].T
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 8, 4), (5, 3, 7), (16, 64, 32)])
+def test_cublaslt_operands_compute_the_row_major_product(m: int, k: int, n: int) -> None:
+    # What cuBLASLt computes from the three layouts the baseline hands it (D = A·B, column-major),
+    # read back as the row-major (M, N) result torch sees, is a @ b.
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    (ar, ac, ald), (br, bc, bld), (cr, cc, cld) = column_major_operands(m, k, n)
+    first, second = _column_major(b.ravel(), ar, ac, ald), _column_major(a.ravel(), br, bc, bld)
+    assert (ac, cr, cc) == (br, ar, bc)  # the shapes chain: (N×K)·(K×M) = N×M
+    c = np.empty(m * n)
+    _column_major(c, cr, cc, cld)[...] = first @ second
+    np.testing.assert_allclose(c.reshape(m, n), a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_cublaslt_heuristic_result_has_the_headers_layout() -> None:
+    # cublasLtMatmulHeuristicResult_t: 64 bytes of algorithm, size_t workspace, status, waves, 4 ints.
+    assert ctypes.sizeof(HeuristicResult) == 96
+    assert HeuristicResult.workspace_size.offset == 64 and HeuristicResult.waves_count.offset == 76
+
+
+def test_cublaslt_library_is_found_among_the_mapped_files() -> None:
+    maps = (
+        "7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/libc.so.6\n"
+        "7f20-7f30 r-xp 00000000 08:01 13 /site/nvidia/cu13/lib/libcublasLt.so.13\n"
+        "7f40-7f50 rw-p 00000000 00:00 0 \n"
+    )
+    assert library_path(maps) == "/site/nvidia/cu13/lib/libcublasLt.so.13"
+    assert library_path("7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/libcublas.so.13\n") is None
+
+
+def test_cublaslt_baseline_on_a_machine_without_cuda_says_why() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    _, missing = load_baselines("gemm", CUDA)
+    assert missing["cuBLASLt, no split-K"] == "cuBLASLt needs a CUDA device"
 
 
 def test_sampling_adapter_scales_and_maps_top_k() -> None:

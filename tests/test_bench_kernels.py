@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nodice.bench.kernels_table import markdown, task_rows
+from nodice.bench.kernels_table import invariant_ratios, markdown, task_rows
 from nodice.kernels import bundled_kernel, is_seed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,6 +143,61 @@ def test_tables_show_missing_and_incorrect_entries() -> None:
     assert rows[0] == ["a", "500", "64%", "550 (0.91×)", "0.91×"] and rows[1][1] == "incorrect"
     md = markdown({"date": "d", "device": "GPU", "versions": {}, "limits": {}, "tasks": {"x": entry}})
     assert "Missing baseline other lib: other-lib is not installed" in md
+
+
+def test_the_invariant_baselines_come_first_with_their_own_ratio() -> None:
+    entry = {
+        "unit": "TFLOP/s",
+        "geomean": 400.0,
+        "ratio_best_geomean": 0.8,
+        "baseline_geomeans": {"fast": 500.0, "bi lib": 320.0, "slow bi": 100.0},
+        "baselines_bi": {
+            "fast": {"verdict": "bi_violation"},
+            "bi lib": {"verdict": "pass"},
+            "slow bi": {"verdict": "pass"},
+        },
+        "workloads": [
+            {
+                "name": "a",
+                "throughput": 400.0,
+                "correct": True,
+                "baselines": {
+                    "fast": {"throughput": 500.0, "ratio": 0.8},
+                    "bi lib": {"throughput": 320.0, "ratio": 1.25},
+                    "slow bi": {"throughput": 100.0, "ratio": 4.0},
+                },
+                "ratio_best": 0.8,
+            },
+            {
+                "name": "b",
+                "throughput": 400.0,
+                "correct": True,
+                # A baseline that was wrong on this workload is no one's best.
+                "baselines": {
+                    "fast": {"throughput": 500.0, "ratio": 0.8},
+                    "bi lib": {"throughput": 800.0, "ratio": 0.5, "correct": False},
+                    "slow bi": {"throughput": 200.0, "ratio": 2.0},
+                },
+                "ratio_best": 0.8,
+            },
+        ],
+    }
+    header, rows = task_rows(entry)
+    assert header == [
+        "workload",
+        "nodice TFLOP/s",
+        "of limit",
+        "bi lib (BI)",
+        "slow bi (BI)",
+        "× best BI",
+        "fast (not BI)",
+        "× best",
+    ]
+    assert rows[0][3:] == ["320 (1.25×)", "100 (4.00×)", "1.25×", "500 (0.80×)", "0.80×"]
+    assert rows[1][5] == "2.00×"
+    ratios, geomean_bi = invariant_ratios(entry)
+    assert ratios == [1.25, 2.0] and geomean_bi == pytest.approx((1.25 * 2.0) ** 0.5)
+    assert rows[2][5] == f"{geomean_bi:.2f}×"
 
 
 def test_an_unknown_workload_is_a_one_line_error() -> None:

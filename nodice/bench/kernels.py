@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodice.bench.kernels_table import invariant_ratios
 from nodice.errors import NodiceError
 from nodice.evaluation.executor import ExecutorConfig
 from nodice.evaluation.request import BenchOptions
@@ -101,7 +102,7 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
     measured = baseline_levels(scores)
     levels = {name: _sig(measured.get(name), 5) for name in meta.get("baselines", [])}
     ratio = geomean_ratio_best(scores)
-    return {
+    record = {
         "kernel": _relative(kernel),
         "unit": get_task(task_name).unit,
         "verdict": evaluation.verdict,
@@ -122,6 +123,12 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
         **({"log": evaluation.log[-3000:]} if evaluation.verdict == "error" and evaluation.log else {}),
         "workloads": [workload_record(s) for s in scores],
     }
+    # nodice against the batch-invariant baselines alone (those whose BI audit here passed).
+    ratios, geomean_bi = invariant_ratios(record)
+    for workload, ratio_bi in zip(record["workloads"], ratios, strict=True):
+        workload["ratio_best_bi"] = _sig(ratio_bi)
+    record["ratio_best_bi_geomean"] = _sig(geomean_bi)
+    return record
 
 
 def _write(path: Path, report: dict[str, Any]) -> None:

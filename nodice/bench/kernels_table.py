@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -30,34 +31,85 @@ def _baseline_names(entry: dict[str, Any]) -> list[str]:
     return names
 
 
+def _verdict(entry: dict[str, Any], name: str) -> str:
+    return str(((entry.get("baselines_bi") or {}).get(name) or {}).get("verdict") or "")
+
+
 def _bi_label(entry: dict[str, Any], name: str) -> str:
-    bi = (entry.get("baselines_bi") or {}).get(name) or {}
-    verdict = bi.get("verdict")
-    return {"pass": "BI", "bi_violation": "not BI", "error": "BI ?"}.get(verdict or "", "BI not audited")
+    labels = {"pass": "BI", "bi_violation": "not BI", "error": "BI ?"}
+    return labels.get(_verdict(entry, name), "BI not audited")
+
+
+def invariant_baselines(entry: dict[str, Any]) -> list[str]:
+    """The task's baselines whose BI audit on this device passed, in the order they were measured."""
+    return [n for n in _baseline_names(entry) if _verdict(entry, n) == "pass"]
+
+
+def ratio_best_invariant(workload: dict[str, Any], invariant: list[str]) -> float | None:
+    """nodice ÷ the fastest correct batch-invariant baseline of one workload (None: none measured)."""
+    if not workload.get("correct", True):
+        return None
+    levels = [
+        float(b["throughput"])
+        for n, b in (workload.get("baselines") or {}).items()
+        if n in invariant and b.get("correct", True) and (b.get("throughput") or 0) > 0
+    ]
+    if not levels or workload.get("throughput") is None:
+        return None
+    return float(workload["throughput"]) / max(levels)
+
+
+def _geomean(values: list[float | None]) -> float | None:
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    logs = [math.log(float(v)) for v in values if v is not None]
+    return math.exp(sum(logs) / len(logs))
+
+
+def invariant_ratios(entry: dict[str, Any]) -> tuple[list[float | None], float | None]:
+    """Each workload's ratio to the fastest batch-invariant baseline, and their geomean."""
+    invariant = invariant_baselines(entry)
+    ratios = [ratio_best_invariant(w, invariant) for w in entry.get("workloads", [])]
+    return ratios, _geomean(ratios)
 
 
 def task_rows(entry: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of one task's table: nodice, % of the device limit, each baseline (× ratio)."""
+    """Header and rows of one task's table: nodice, % of the device limit, each baseline (× ratio).
+
+    The baselines that passed their BI audit come first, then ``× best BI`` (nodice ÷ the fastest
+    of them), then the others and ``× best`` (nodice ÷ the fastest correct baseline of all).
+    """
     unit = entry.get("unit", "")
-    names = _baseline_names(entry)
+    invariant = invariant_baselines(entry)
+    names = invariant + [n for n in _baseline_names(entry) if n not in invariant]
     header = ["workload", f"nodice {unit}", "of limit"]
-    header += [f"{n} ({_bi_label(entry, n)})" for n in names]
+    header += [f"{n} ({_bi_label(entry, n)})" for n in invariant]
+    if invariant:
+        header.append("× best BI")
+    header += [f"{n} ({_bi_label(entry, n)})" for n in names[len(invariant) :]]
     header.append("× best")
+    ratios, ratios_geomean = invariant_ratios(entry)
     rows = []
-    for w in entry.get("workloads", []):
+    for w, ratio_bi in zip(entry.get("workloads", []), ratios, strict=True):
         if not w.get("correct", True):
-            rows.append([w["name"], "incorrect", "—", *("" for _ in names), "—"])
+            blanks = len(names) + (1 if invariant else 0)
+            rows.append([w["name"], "incorrect", "—", *("" for _ in range(blanks)), "—"])
             continue
-        row = [w["name"], _num(w.get("throughput")), _pct(w.get("limit_fraction"))]
+        cells = []
         for n in names:
             b = (w.get("baselines") or {}).get(n)
-            row.append("—" if b is None else f"{_num(b.get('throughput'))} ({_ratio(b.get('ratio'))})")
-        row.append(_ratio(w.get("ratio_best")))
+            cells.append("—" if b is None else f"{_num(b.get('throughput'))} ({_ratio(b.get('ratio'))})")
+        row = [w["name"], _num(w.get("throughput")), _pct(w.get("limit_fraction")), *cells[: len(invariant)]]
+        if invariant:
+            row.append(_ratio(ratio_bi))
+        row += [*cells[len(invariant) :], _ratio(w.get("ratio_best"))]
         rows.append(row)
     if rows:
-        geo = ["**geomean**", _num(entry.get("geomean")), ""]
-        geo += [_num((entry.get("baseline_geomeans") or {}).get(n)) for n in names]
-        geo.append(_ratio(entry.get("ratio_best_geomean")))
+        levels = [_num((entry.get("baseline_geomeans") or {}).get(n)) for n in names]
+        geo = ["**geomean**", _num(entry.get("geomean")), "", *levels[: len(invariant)]]
+        if invariant:
+            geo.append(_ratio(ratios_geomean))
+        geo += [*levels[len(invariant) :], _ratio(entry.get("ratio_best_geomean"))]
         rows.append(geo)
     return header, rows
 
@@ -73,7 +125,8 @@ def markdown(report: dict[str, Any]) -> str:
         + ". Throughput is the median of CUDA-event timings with L2 flushed, each chunk of calls "
         "queued behind a GPU sleep that covers the host's enqueue time (the GPU is timed, not the "
         "launcher); each baseline's BI verdict comes from the gate's dynamic stage on this device; "
-        "`× best` is nodice ÷ the fastest correct baseline.",
+        "`× best` is nodice ÷ the fastest correct baseline, `× best BI` ÷ the fastest of those "
+        "that passed their BI audit (their columns come first).",
     ]
     lines += [f"Resumed {r.get('date', '')}: `{r.get('command', '')}`." for r in report.get("resumed") or []]
     lines.append("")
