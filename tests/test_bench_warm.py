@@ -175,6 +175,9 @@ def test_combining_per_dtype_audits_keeps_the_audit_order() -> None:
         [_audit("bfloat16", "pass"), _audit("float32", "bi_violation", "o[0] …")], "cuda"
     )
     assert probe_found.verdict == "bi_violation" and probe_found.dtypes == ("bfloat16", "float32")
+    assert probe_found.detail == "in float32 (bfloat16 passed): o[0] …"
+    task_dtype = combine_audits([_audit("bfloat16", "bi_violation", "o[1] …")], "cuda")
+    assert task_dtype.detail == "in bfloat16: o[1] …"
     first_wins = combine_audits(
         [_audit("bfloat16", "error", "boom"), _audit("float32", "bi_violation")], "cuda"
     )

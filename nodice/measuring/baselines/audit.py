@@ -144,7 +144,11 @@ def combine_audits(parts: Iterable[DtypeAudit], device_type: str) -> BaselineAud
         checked.append(part.dtype)
         contexts += part.contexts
         if part.verdict == "bi_violation":
-            return BaselineAudit("bi_violation", part.detail, tuple(checked), part.context)
+            # Say the dtype it failed in, and those it passed in before (a library may be invariant
+            # in the model's dtype and not in a probe dtype).
+            passed = f" ({', '.join(checked[:-1])} passed)" if len(checked) > 1 else ""
+            detail = f"in {part.dtype}{passed}: {part.detail}"
+            return BaselineAudit("bi_violation", detail, tuple(checked), part.context)
     detail = f"{contexts} contexts on {device_type} in {', '.join(checked)}"
     if skipped:
         detail += "; skipped " + "; ".join(skipped)
