@@ -27,6 +27,7 @@ from nodice.measuring.baselines import (
 from nodice.measuring.baselines.attention_decode import split_pages
 from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path, to_sequence_major
 from nodice.measuring.baselines.cublaslt import HeuristicResult, column_major_operands, library_path
+from nodice.measuring.baselines.gdn import pack_varlen
 from nodice.measuring.baselines.paged_kv import flashinfer_page_indices, gather_pages, key_mask, pages_used
 from nodice.measuring.baselines.sampling import effective_top_k, scaled_logits
 from nodice.tasks import CATALOG, get_task
@@ -291,6 +292,22 @@ def test_cublaslt_baseline_on_a_machine_without_cuda_says_why() -> None:
         pytest.skip("a CUDA device is present")
     _, missing = load_baselines("gemm", CUDA)
     assert missing["cuBLASLt, no split-K"] == "cuBLASLt needs a CUDA device"
+
+
+def test_flashinfer_gdn_packing_gives_each_batch_row_its_own_sequence() -> None:
+    b, t, h, d = 3, 5, 2, 4
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(b, t, h, d, generator=gen, dtype=torch.bfloat16) for _ in range(3))
+    g = -torch.rand(b, t, h, generator=gen)
+    beta = torch.rand(b, t, h, generator=gen)
+    fq, fk, fv, alpha, gates, cu = pack_varlen(q, k, v, g, beta)
+    assert cu.tolist() == [0, 5, 10, 15] and cu.dtype == torch.int64
+    assert fq.shape == (b * t, h, d) and alpha.shape == gates.shape == (b * t, h)
+    assert alpha.dtype == gates.dtype == torch.float32 and all(x.is_contiguous() for x in (fq, fk, fv))
+    for i in range(b):
+        rows = slice(int(cu[i]), int(cu[i + 1]))
+        assert torch.equal(fq[rows], q[i]) and torch.equal(fk[rows], k[i]) and torch.equal(fv[rows], v[i])
+        assert torch.equal(alpha[rows], torch.exp(g[i])) and torch.equal(gates[rows], beta[i])
 
 
 def test_sampling_adapter_scales_and_maps_top_k() -> None:
