@@ -18,13 +18,14 @@ case ${1:-} in
     mkdir -p "$OUT"
     bench/gpu/join_fa4.sh join
     source bench/gpu/site.sh
-    python3 -c "import flashinfer.gdn_kernels as k; print('sm90 gdn prefill:', k.chunk_gated_delta_rule_sm90)" \
+    python3 -c "from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path as p; p()
+import flashinfer.gdn_kernels as k; print('sm90 gdn prefill:', k.chunk_gated_delta_rule_sm90)" \
       >"$OUT/import.txt" 2>&1
     cat "$OUT/import.txt"
     args=()
     for t in ${TASKS:-gdn}; do args+=(--task "$t"); done
     timeout "${BENCH_SECONDS:-500}" python3 -m nodice bench kernels --device cuda "${args[@]}" \
-      --json "$OUT/kernels.json" --markdown "$OUT/kernels.md" 2>&1 | tail -60 >"$OUT/kernels.log"
+      --json "$OUT/kernels.json" --markdown "$OUT/kernels.md" >"$OUT/kernels.log" 2>&1
     tail -40 "$OUT/kernels.log"
     ;;
   *)

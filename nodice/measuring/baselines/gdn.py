@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path
 from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
 
 FLA = "fla-core"
@@ -69,6 +70,7 @@ def load_fla_chunk() -> Callable[..., Any]:
 
 
 def load_flashinfer_gdn() -> Callable[..., Any]:
+    put_cutlass_dsl_on_path()  # before FlashInfer's first import, which tries its CuTe DSL kernels once
     gdn_prefill = require("flashinfer.gdn_prefill", FLASHINFER)
     kernels = require("flashinfer.gdn_kernels", FLASHINFER)
     hopper = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
