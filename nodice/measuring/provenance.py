@@ -64,8 +64,9 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _git_commit() -> str:
-    """The commit measured: ``NODICE_COMMIT`` when the tree was copied without its history."""
+def _git_commit(where: Path | None = None) -> str:
+    """The commit measured: ``NODICE_COMMIT`` when the tree was copied without its history; a
+    checkout whose tracked files differ from its commit says ``<commit>+changes``."""
     if os.environ.get("NODICE_COMMIT"):
         return os.environ["NODICE_COMMIT"]
     try:
@@ -74,8 +75,19 @@ def _git_commit() -> str:
             capture_output=True,
             text=True,
             timeout=5,
-            cwd=Path(__file__).resolve().parent,
+            cwd=where or Path(__file__).resolve().parent,
         )
-        return out.stdout.strip() or "unknown"
+        commit = out.stdout.strip()
+        if not commit:
+            return "unknown"
+        # Tracked files that differ from that commit: the number is not that commit's.
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=where or Path(__file__).resolve().parent,
+        )
+        return f"{commit}+changes" if changed.returncode == 0 and changed.stdout.strip() else commit
     except (OSError, subprocess.SubprocessError):
         return "unknown"
