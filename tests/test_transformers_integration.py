@@ -140,3 +140,94 @@ def test_sliding_window_attention_stays_the_models_own() -> None:
         assert integ.report.norms == 5  # two per layer, q/k norms, the final norm
     finally:
         integ.suspend()
+
+
+def test_qwen3_moe_blocks_run_as_the_moe_kernel_and_generation_stays_invariant(tmp_path: Path) -> None:
+    # The bench's own path: a Qwen3-MoE config, its sparse blocks through the moe kernel, every
+    # request's tokens and logits under continuous batching against the same request alone.
+    out_json = tmp_path / "e2e.json"
+    args = ["bench", "e2e", "--preset", "tiny", "--model", "qwen3_moe", "--layers", "1", "--requests", "2"]
+    args += ["--phase", "invariance", "-b", "nodice", "--no-sample", "--no-verify", "--json", str(out_json)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out_json.read_text())
+    ours = report["invariance"]["nodice"]
+    assert len(ours["schedules"]) >= 3 and ours["alone_tokens"] > 0
+    for c in ours["schedules"].values():
+        assert c["tokens"] == ours["alone_tokens"]
+        assert (c["token_mismatches"], c["logit_mismatches"], c["errors"]) == (0, 0, 0)
+    assert report["stats"]["moe"]["routed"] > 0 and report["stats"]["moe"]["fallbacks"] == 0
+    assert report["preset"]["shape"]["experts"] == 8
+
+
+def _moe_in_fp64(x: torch.Tensor, block: Any) -> torch.Tensor:
+    """The sparse block's formula in float64: softmax, top-k renormalised, each expert's SwiGLU."""
+    h = x.double().reshape(-1, x.shape[-1])
+    probs = torch.softmax(h @ block.gate.weight.double().t(), dim=-1)
+    weights, experts = torch.topk(probs, block.gate.top_k, dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for t in range(h.shape[0]):
+        for w, e in zip(weights[t], experts[t], strict=True):
+            gate, up = (h[t] @ block.experts.gate_up_proj[e].double().t()).chunk(2)
+            out[t] += w * ((torch.nn.functional.silu(gate) * up) @ block.experts.down_proj[e].double().t())
+    return out.reshape(x.shape)
+
+
+def test_a_routed_moe_block_computes_what_the_stock_block_does() -> None:
+    from nodice.integrations.transformers.workload import preset
+
+    shape = preset("tiny", family="qwen3_moe", layers=1).shape
+    model = build_model(shape, "float32", "cpu", seed=3)
+    integ = nt.enable(model, verify=False, cache=False)
+    try:
+        assert integ.report.moe_blocks == 1 and not integ.report.moe_kept
+        block = model.model.layers[0].mlp
+        x = torch.randn(2, 7, shape.hidden, generator=torch.Generator().manual_seed(4))
+        with torch.no_grad():
+            ours = block(x)
+            alone = block(x[1:2])
+            integ.suspend()  # the stock block and its fp64 twin in torch's own ops
+            stock = block._nodice_original_forward(x)
+            exact = _moe_in_fp64(x, block)
+        assert torch.equal(alone[0], ours[1])
+        assert integ.stats()["moe"].routed == 2
+        # Both fp32 results against the fp64 one: nodice's error within a few times the stock block's
+        # (another summation order, routing weights kept in fp32), plus a few units of the last place.
+        u = torch.finfo(torch.float32).eps / 2
+        err_ours = (ours.double() - exact).abs().max().item()
+        err_stock = (stock.double() - exact).abs().max().item()
+        assert err_ours <= 4 * err_stock + 8 * u * exact.abs().max().item()
+    finally:
+        integ.suspend()
+
+
+def test_moe_blocks_the_kernel_does_not_cover_stay_the_models_own_and_say_why() -> None:
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    common = dict(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        attn_implementation="sdpa",
+    )
+    for overrides, why in [
+        ({"norm_topk_prob": False}, "norm_topk_prob=False"),
+        ({"norm_topk_prob": True, "output_router_logits": True}, "output_router_logits"),
+        ({"norm_topk_prob": True, "hidden_act": "gelu"}, "activation"),
+    ]:
+        model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**common, **overrides)).eval()
+        integ = nt.enable(model, verify=False, cache=False)
+        try:
+            assert integ.report.moe_blocks == 0
+            assert len(integ.report.moe_kept) == 1 and why in integ.report.moe_kept[0], integ.report.moe_kept
+            assert "kept: model.layers.0.mlp" in integ.report.summary()
+        finally:
+            integ.suspend()

@@ -20,7 +20,10 @@ def e2e(
     preset: Annotated[
         str, typer.Option(help="tiny (CPU, Triton's interpreter) or 8b (Llama-3-8B dimensions)")
     ] = "tiny",
-    model: Annotated[str | None, typer.Option(help="llama3 or qwen3 (default: the preset's)")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="llama3, qwen3 or qwen3_moe (8b: Qwen3-30B-A3B's; default: the preset's)"),
+    ] = None,
     layers: Annotated[int | None, typer.Option(min=1, help="decoder layers (default: the preset's)")] = None,
     requests: Annotated[int | None, typer.Option(min=1, help="requests in the invariance runs")] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")] = None,

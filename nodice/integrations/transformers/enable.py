@@ -22,9 +22,11 @@ from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
 from nodice.errors import NodiceError
 from nodice.integrations.transformers.kernels import TASKS, CallStats, KernelSet, install, load_kernels
+from nodice.integrations.transformers.moe import TASK as MOE_TASK
+from nodice.integrations.transformers.moe import moe_blocks, route_moe
 from nodice.integrations.transformers.registry import register
 from nodice.integrations.transformers.sampler import LogitsRecord, NodiceSampler, SamplingParams
-from nodice.kernels.mode import BatchInvariantMode, ModeReport, enable_batch_invariant_mode
+from nodice.kernels.mode import BatchInvariantMode, ModeReport, enable_batch_invariant_mode, gated_kernel
 from nodice.kernels.routes import ATTENTION_HEAD_DIMS
 
 
@@ -78,6 +80,9 @@ class IntegrationReport:
     sampler: str
     # Linear weights stored transposed, so that the (K, N) operand F.linear hands the GEMM is contiguous.
     linear_weights: int = 0
+    # Sparse MoE blocks run as the moe kernel, and those left to the model ("<module>: <why>").
+    moe_blocks: int = 0
+    moe_kept: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [
@@ -86,6 +91,12 @@ class IntegrationReport:
             *(f"  {task}: {why}" for task, why in self.kernels.items()),
             f"  RMSNorm modules through aten::rms_norm: {self.norms}",
             f"  Linear weights stored as (in, out) for the gemm kernel: {self.linear_weights}",
+            *(
+                [f"  sparse MoE blocks through the moe kernel: {self.moe_blocks}"]
+                if self.moe_blocks or self.moe_kept
+                else []
+            ),
+            *(f"    kept: {why}" for why in self.moe_kept[:3]),
             f"  continuous batching: {self.scheduler}",
             f"  sampling: {self.sampler}",
             *("  " + line for line in self.mode.summary().splitlines()),
@@ -239,6 +250,13 @@ def enable(
         attention = f"the model's own: {gap}"
     norms = _route_norms(model)
     linear_weights = _lay_out_linear_weights(model) if mode.report.status("linear").routed else 0
+    moe_routed, moe_kept = 0, list[str]()
+    if moe_blocks(model):
+        kernels.kernels[MOE_TASK] = gated_kernel(MOE_TASK, device, verify=verify, cache=cache)
+        if kernels.kernels[MOE_TASK].usable:
+            moe_routed, moe_kept = route_moe(model, kernels)
+        else:
+            moe_kept = [f"every block: moe: {kernels.kernels[MOE_TASK].reason}"]
     record = LogitsRecord()
     if gap is None and getattr(model.generation_config, "continuous_batching_config", None) is None:
         model.generation_config.continuous_batching_config = continuous_batching_config()
@@ -256,10 +274,12 @@ def enable(
                 if kernels.kernels[t].usable
                 else f"not used: {kernels.kernels[t].reason}"
             )
-            for t in TASKS
+            for t in (*TASKS, *([MOE_TASK] if MOE_TASK in kernels.kernels else []))
         },
         norms=norms,
         linear_weights=linear_weights,
+        moe_blocks=moe_routed,
+        moe_kept=moe_kept,
         mode=mode.report,
         scheduler="nodice scheduler (FIFO order, batches recorded), no CUDA graphs, synchronous"
         if gap is None

@@ -4,8 +4,9 @@ The projections, MLP and norms reach nodice through the batch-invariant mode's a
 attention and sampling calls that transformers makes through its own interfaces reach these
 kernels instead: ``attention_prefill`` (a contiguous batch, as many keys as queries),
 ``attention_varlen`` (packed prefill chunks, keys aligned bottom-right), ``attention_decode``
-(one generated token per request over the paged cache) and ``sampling``. Each is loaded only
-once the BI gate has passed it on the device, like the mode's routes.
+(one generated token per request over the paged cache) and ``sampling``; ``moe`` for a model with
+sparse MoE blocks (``moe.py``). Each is loaded only once the BI gate has passed it on the device,
+like the mode's routes.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class KernelSet:
             return "mixed dtypes"
         if dtype not in k.dtypes:
             return f"{dtype} ({task} validated by the gate here: {', '.join(k.dtypes)})"
-        if first.dim() >= 2 and first.shape[-1] not in ATTENTION_HEAD_DIMS and task != "sampling":
+        if task.startswith("attention") and first.dim() >= 2 and first.shape[-1] not in ATTENTION_HEAD_DIMS:
             return f"head dim {first.shape[-1]} (covered: {', '.join(map(str, ATTENTION_HEAD_DIMS))})"
         return None
 

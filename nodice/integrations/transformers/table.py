@@ -120,7 +120,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"triton {v['triton']}, transformers {v['transformers']}",
         f"- model: {shape['family']} config, {shape['layers']} layers, hidden {shape['hidden']}, "
         f"{shape['heads']} heads / {shape['kv_heads']} kv heads, head dim {shape['head_dim']}, "
-        f"intermediate {shape['intermediate']}, vocab {shape['vocab']}; random weights, {p['dtype']}",
+        f"intermediate {shape['intermediate']}, vocab {shape['vocab']}"
+        + (
+            f", {shape['experts']} experts ({shape['top_k']} per token, width {shape['moe_intermediate']})"
+            if shape.get("experts")
+            else ""
+        )
+        + f"; random weights, {p['dtype']}",
         f"- command: `{report.get('command') or '-'}`",
         "",
         "## Invariance: every request against itself alone, bit for bit",

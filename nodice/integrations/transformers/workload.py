@@ -21,9 +21,9 @@ from nodice.errors import UsageError
 
 @dataclass(frozen=True)
 class ModelShape:
-    """A decoder's dimensions (Llama-3 / Qwen3 names)."""
+    """A decoder's dimensions (Llama-3 / Qwen3 names); a ``qwen3_moe`` one's MLPs are sparse MoE blocks."""
 
-    family: str  # "llama3" or "qwen3"
+    family: str  # "llama3", "qwen3" or "qwen3_moe"
     layers: int
     hidden: int
     heads: int
@@ -31,6 +31,9 @@ class ModelShape:
     head_dim: int
     intermediate: int
     vocab: int
+    experts: int = 0
+    top_k: int = 0
+    moe_intermediate: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,12 @@ class Preset:
 
 LLAMA3_8B = ModelShape("llama3", 32, 4096, 32, 8, 128, 14336, 128256)
 QWEN3_8B = ModelShape("qwen3", 36, 4096, 32, 8, 128, 12288, 151936)
+# Qwen3-30B-A3B: 48 layers, 128 experts of which 8 per token, expert width 768.
+QWEN3_30B_A3B = ModelShape("qwen3_moe", 48, 2048, 32, 4, 128, 6144, 151936, 128, 8, 768)
 TINY = ModelShape("llama3", 2, 64, 4, 2, 16, 128, 128)
+# The tiny preset's MoE form: 8 experts, 2 per token, expert width 32.
+TINY_MOE_EXPERTS = {"experts": 8, "top_k": 2, "moe_intermediate": 32}
+FAMILIES = ("llama3", "qwen3", "qwen3_moe")
 
 PRESETS: dict[str, Preset] = {
     "tiny": Preset(
@@ -120,11 +128,15 @@ def preset(name: str, *, layers: int | None = None, family: str | None = None, *
         raise UsageError(f"unknown preset '{name}' (known: {', '.join(PRESETS)})")
     p = PRESETS[name]
     shape = p.shape
+    if family is not None and family not in FAMILIES:
+        raise UsageError(f"unknown model family '{family}' ({', '.join(FAMILIES)})")
     if family == "qwen3" and name == "8b":
         shape = QWEN3_8B
+    elif family == "qwen3_moe" and name == "8b":
+        shape = QWEN3_30B_A3B
+    elif family == "qwen3_moe":
+        shape = replace(shape, family=family, **TINY_MOE_EXPERTS)
     elif family is not None:
-        if family not in ("llama3", "qwen3"):
-            raise UsageError(f"unknown model family '{family}' (llama3 or qwen3)")
         shape = replace(shape, family=family)
     if layers is not None:
         if layers < 1:
@@ -135,7 +147,14 @@ def preset(name: str, *, layers: int | None = None, family: str | None = None, *
 
 def build_model(shape: ModelShape, dtype: str, device: str, seed: int) -> Any:
     """A causal LM from ``shape`` with seeded random weights (small, so that logits stay finite)."""
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+        Qwen3MoeConfig,
+        Qwen3MoeForCausalLM,
+    )
 
     common: dict[str, Any] = dict(
         vocab_size=shape.vocab,
@@ -154,6 +173,18 @@ def build_model(shape: ModelShape, dtype: str, device: str, seed: int) -> Any:
     with torch.device(device):
         if shape.family == "qwen3":
             model = Qwen3ForCausalLM(Qwen3Config(**common, use_sliding_window=False))
+        elif shape.family == "qwen3_moe":
+            config = Qwen3MoeConfig(
+                **common,
+                use_sliding_window=False,
+                num_experts=shape.experts,
+                num_experts_per_tok=shape.top_k,
+                moe_intermediate_size=shape.moe_intermediate,
+                norm_topk_prob=True,
+                decoder_sparse_step=1,
+                mlp_only_layers=[],
+            )
+            model = Qwen3MoeForCausalLM(config)
         else:
             model = LlamaForCausalLM(LlamaConfig(**common))
     return model.to(torch_dtype).eval()
