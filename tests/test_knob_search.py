@@ -27,7 +27,9 @@ from nodice.evolution.start import EvolveOptions, prepare_run
 KERNELS = Path(__file__).resolve().parents[1] / "nodice" / "kernels"
 
 
-@pytest.mark.parametrize("task", ["rmsnorm", "add_rmsnorm", "gemm", "attention_decode"])
+@pytest.mark.parametrize(
+    "task", ["rmsnorm", "add_rmsnorm", "gemm", "attention_decode", "moe", "attention_prefill"]
+)
 def test_bundled_kernels_declare_knobs_at_their_shipped_values(task: str) -> None:
     source = (KERNELS / f"{task}.py").read_text()
     knobs = read_knobs(source)

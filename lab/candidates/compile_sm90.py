@@ -436,7 +436,7 @@ def gemm_splitk(keep: Path | None, sweep: bool) -> int:
 def gemm_pointer_tiles(keep: Path | None, sweep: bool) -> int:
     """The bundled GEMM's pointer-load kernel (``_matmul``) at the small-M tiles its pins choose:
     64 rows by 128, 64, 32 and 16 columns at their stages, bf16, M = 1 unaligned. ``--sweep`` adds
-    the 16-column stages ``sweep_gemm_pins.py`` times (4, 6, 12)."""
+    the 16-column stages the gemm knob search times (4, 6, 8)."""
     mod = _load("gemm")
     tiles = [
         (mod.SINGLE_PTR_WIDE_BLOCK_N, mod.SINGLE_PTR_WIDE_STAGES),

@@ -6,7 +6,7 @@ applied to every workload (the candidate's own settings, timed first, may still 
 workload: the gemm and moe candidates' tile rules). One JSON line per (task,
 implementation, setting, workload) is appended to ``--out`` as it goes. The entry points are
 ``sweep_norms.py``, ``sweep_mla.py``, ``sweep_gemm.py``, ``sweep_gemm_splitk.py``,
-``sweep_moe.py`` and ``sweep_decode_fused.py`` (the one-launch paged decode).
+``sweep_decode_fused.py`` (the one-launch paged decode).
 """
 
 from __future__ import annotations

@@ -100,11 +100,21 @@ _LAUNCH_MAXNREG = 168  # 65536 registers / (3 warp groups × 128 threads), round
 # 1.5–3.1 % on every SPEC shape and both serving ones. A group
 # of four query heads is one key/value head under GQA 32/8, so the keys in flight stay few.
 CAUSAL_HEAD_GROUP = 4
-# Measured on the H200 (2026-12-04, lab/candidates/sweep_prefill_order.py; every group size
+# Measured on the H200 (2026-12-04, the walk-order sweep the knob search replaced; every group size
 # bitwise equal to one head per group): the 14 causal workloads went from 0.943× to 1.033× cuDNN
 # SDPA geomean, lowest 0.654× → 0.937× (B = 64, S = 512) and 0.852× → 1.010× (B = 16, S = 2K).
 # Groups of 2, 8 and 16 measured 1.000×, 1.022× and 1.011×, and four again 1.002× in the same run
 # (single rows move by up to ±0.1 between repeats; every group size beat one head per group).
+
+
+# What `nodice evolve attention_prefill --agent knobs` searches (docs/search.md): the causal walk's
+# head groups and the pipeline depth per head dim. The key tile (``_TILES[d][0]``) sets the online
+# softmax's steps and the query tile the wgmma shape: not knobs.
+KNOBS = {
+    "CAUSAL_HEAD_GROUP": (1, 2, 4, 8, 16),
+    "_TILES[128][1]": (2, 3),
+    "_TILES[64][1]": (2, 3, 4),
+}
 
 
 @aggregate

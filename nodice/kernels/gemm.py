@@ -58,8 +58,8 @@ SINGLE_BLOCK_N, SINGLE_STAGES = 128, 6
 # settles the choice by running both sides. On since the pin sweep of 2026-12-04 timed these rules
 # against TMA on all 35 report shapes in one run: geomean 0.927 -> 0.932x cuBLAS, lowest row 0.63 ->
 # 0.73x (Llama-3-8B down, M = 1: 0.64 -> 0.78x), bits identical to TMA's on all four layer shapes
-# (lab/results/h200_2026-12-04/callJ/gemm_pins/sweep_gemm_pins.jsonl). The tile is the widest of three
-# that leaves at least SINGLE_PTR_MIN_TILES column tiles.
+# (lab/results/h200_2026-12-04/callJ/gemm_pins/; the sweep is now the knob search). The tile is
+# the widest of three that leaves at least SINGLE_PTR_MIN_TILES column tiles.
 SINGLE_POINTER_LOADS = 1
 SINGLE_PTR_MIN_TILES = 80
 SINGLE_PTR_WIDE_BLOCK_N, SINGLE_PTR_WIDE_STAGES = 128, 6

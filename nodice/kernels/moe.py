@@ -12,7 +12,7 @@ Two tile tables, chosen from the model's shapes only:
 - **The many-expert table** (64-row expert tiles, 128 output columns, 4 warps, 4 pipeline stages,
   pointer loads): the seed's 32-row tiles re-read every expert's weights twice as often at
   prefill; a tile height chosen from the expected rows per active expert (16–128) was slower than
-  64 rows for every batch (H200 sweep, ``lab/candidates/sweep_moe.py``, 2026-12-02).
+  64 rows for every batch (H200 sweep, 2026-12-02; ``lab/NOTEBOOK.md``).
 - **The few-wide-experts table** (at most ``WIDE_MAX_EXPERTS`` experts of at least
   ``WIDE_MIN_INTER`` columns: Mixtral-8x7B's 8 × 14336), where prefill is a few dense GEMMs of
   ~1000 rows per expert: 128 × 128 tiles with 8 warps and 3 stages; the routed rows of ``x`` first
@@ -35,12 +35,13 @@ stable sort (an expert's rows in token order), the combine adds a token's slots 
 No atomics, no split-K.
 
 Measured on the H200 (2026-12-04, torch 2.11, Triton 3.6; ``lab/results/h200_2026-12-04/callC/``,
-``sweep_moe_wide.py``, ratios of times in one sweep): the wide table runs mixtral-8x7b-prefill4k
+the wide-table sweep, ratios of times in one sweep): the wide table runs mixtral-8x7b-prefill4k
 1.40× faster than the many-expert table and 1.03× torch ``grouped_mm``; Mixtral decode at 16 and 256
 tokens 0.88× and 1.04× the many-expert table, 1.63× and 1.57× ``grouped_mm``; the other models are
 unchanged (the same kernels). A bf16 bitwise check at Mixtral's shapes (a token alone against
 batches of 2 to 4096) passed for every table (the sweep ran this file as a candidate with
-descriptors on; ``sweep_moe_wide.py`` now sweeps this file). In the report
+descriptors on; the knob search below now covers these settings, each checked bit for bit
+on every workload, Mixtral's included, before it is timed). In the report
 (``bench/results/kernels_h200.json``, the whole gate passed on CUDA): 59.2 TFLOP/s geomean, ≥
 ``grouped_mm`` at all twelve workloads (1.04× at mixtral-8x7b-prefill4k, 1.24–2.92× elsewhere) and ≥
 Liger's fused MoE at all twelve.
@@ -75,6 +76,31 @@ WIDE_DOWN_WARPS, WIDE_DOWN_STAGES = 8, 3
 WIDE_DESCRIPTORS = False
 WIDE_GROUPED_X = True
 WIDE_GROUP_M = 8
+
+# What `nodice evolve moe --agent knobs` searches (docs/search.md): both tables' tile heights and
+# column blocks, launch settings, load paths and program order. None changes a token's sums (a
+# tile holds rows of one expert, a row's K walk is BLOCK_K from the shapes: not a knob).
+KNOBS = {
+    "BLOCK_M": (32, 64, 128),
+    "BLOCK_N": (64, 128, 256),
+    "GATE_UP_WARPS": (4, 8),
+    "GATE_UP_STAGES": (3, 4, 5),
+    "DOWN_WARPS": (4, 8),
+    "DOWN_STAGES": (3, 4, 5),
+    "DESCRIPTORS": (False, True),
+    "GROUPED_X": (False, True),
+    "GROUP_M": (0, 4, 8),
+    "WIDE_BLOCK_M": (64, 128),
+    "WIDE_GATE_UP_BLOCK_N": (64, 128, 256),
+    "WIDE_DOWN_BLOCK_N": (64, 128, 256),
+    "WIDE_GATE_UP_WARPS": (4, 8),
+    "WIDE_GATE_UP_STAGES": (2, 3, 4),
+    "WIDE_DOWN_WARPS": (4, 8),
+    "WIDE_DOWN_STAGES": (2, 3, 4),
+    "WIDE_DESCRIPTORS": (False, True),
+    "WIDE_GROUPED_X": (False, True),
+    "WIDE_GROUP_M": (0, 4, 8),
+}
 
 # The largest reduction step (the actual one comes from the weights' shapes).
 MAX_BLOCK_K = 64

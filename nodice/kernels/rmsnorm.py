@@ -30,7 +30,7 @@ WARPS_WIDER = 8
 # Cache hints on the one-pass path (1: on; 0: off, as measured in the report): the row is read
 # once and written once, so its loads are marked evict-first and its stores streaming (``.cs``),
 # and the weight, read by every program, evict-last. Hints move data in the caches only, never
-# a value. Off: timed on the H200 (lab/candidates/sweep_norm_hints.py,
+# a value. Off: timed on the H200 (the hints sweep the knob search replaced,
 # 2026-12-04, lab/results/h200_2026-12-04/callJ/), they were slower than no hints on both norms
 # (× Liger 0.989 against 0.996 for rmsnorm, 0.961 against 0.993 for add_rmsnorm), as were row
 # tiles of 8192 and 16384 elements against ROW_ELEMENTS = 2048.
