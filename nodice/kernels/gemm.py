@@ -110,9 +110,11 @@ CHAINED_SEG_K = 2048
 CHAINED_COST_PERCENT = 10
 
 # The knobs `nodice evolve gemm --agent knobs` may set (docs/search.md): the decode sizes' load path
-# and column tiles, which choose how a product is walked and never a bit of it (the search checks
-# each setting bitwise against the best version before timing it). BLOCK_K and the chained K
-# segments shape the reduction: they are not knobs.
+# and column tiles, and the chained K segments (each continues its predecessor's fp32 running sum:
+# the one-program sum, step for step; the H200 sweep of 2026-12-04 found the same bits on every
+# layer), which choose how a product is walked and never a bit of it (the search checks each
+# setting bitwise against the best version before timing it). BLOCK_K sets the sum's steps: not a
+# knob.
 KNOBS = {
     "SINGLE_POINTER_LOADS": (0, 1),
     "SINGLE_PTR_MIN_TILES": (64, 80, 128, 256, 396),
@@ -120,6 +122,9 @@ KNOBS = {
     "SINGLE_PTR_NARROWEST_STAGES": (4, 6, 8),
     "DECODE_POINTER_LOADS": (0, 1),
     "DECODE_STAGES": (4, 6, 8),
+    "CHAINED_SPLITS": (0, 1),
+    "CHAINED_SEG_K": (1024, 2048, 4096),
+    "CHAINED_COST_PERCENT": (0, 10, 25, 50),
 }
 
 
