@@ -1,12 +1,13 @@
-"""The gate on the third held-out pool (real KernelBench problems): one `nodice check` per candidate.
+"""The gate on a held-out pool of real KernelBench problems: one `nodice check` per candidate.
 
     python bench/heldout3_gate.py --checkout DIR --mode full --jobs 2 --json OUT.json
+    python bench/heldout3_gate.py --pool bench/detector-heldout4 --checkout DIR …   # another such pool
 
 ``--checkout`` is the nodice source tree to measure (a worktree of an older commit for the
 "before" table). Each problem is run with its batch shrunk to the pool's ``cpu_batch_size``: a
 copy of the problem with its ``batch_size`` global set (the same for every checkout, whether or not
-it has ``--batch-size``). Candidates labelled ``excluded`` on CPU are skipped. The pool is held out:
-this script runs it and counts, it never reads a candidate.
+it has ``--batch-size``). Candidates labelled ``excluded`` or ``cuda_only`` on CPU are skipped.
+The pool is held out: this script runs it and counts, it never reads a candidate.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ def shrunk_problem(problem: Path, batch: int, folder: Path) -> Path:
     return out
 
 
-def run_one(record: dict, checkout: Path, mode: str, folder: Path, timeout: float, seed: int) -> dict:
-    cand = POOL / "pool" / f"{record['key']}.py"
-    problem = shrunk_problem(POOL / record["problem"], record["cpu_batch_size"], folder)
+def run_one(
+    record: dict, checkout: Path, mode: str, folder: Path, timeout: float, seed: int, pool: Path = POOL
+) -> dict:
+    cand = pool / "pool" / f"{record['key']}.py"
+    problem = shrunk_problem(pool / record["problem"], record["cpu_batch_size"], folder)
     cmd = [sys.executable, "-m", "nodice", "check", str(cand), "--reference", str(problem)]
     cmd += ["--device", "cpu", "--json", "--seed", str(seed), *MODES[mode]]
     env = {**os.environ, "PYTHONPATH": str(checkout), "OMP_NUM_THREADS": "1"}
@@ -86,6 +89,7 @@ def tally(rows: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pool", type=Path, default=POOL, help="folder with labels.json, problems/, pool/")
     ap.add_argument("--checkout", type=Path, required=True)
     ap.add_argument("--mode", choices=sorted(MODES), default="full")
     ap.add_argument("--jobs", type=int, default=2)
@@ -93,7 +97,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args()
-    records = [r for r in json.loads((POOL / "labels.json").read_text()) if r["label_cpu"] != "excluded"]
+    pool_dir = args.pool.resolve()
+    skipped = ("excluded", "cuda_only")
+    records = [r for r in json.loads((pool_dir / "labels.json").read_text()) if r["label_cpu"] not in skipped]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="heldout3-") as tmp, ThreadPoolExecutor(args.jobs) as pool:
         folders = []
@@ -103,7 +109,9 @@ def main() -> None:
             folders.append(f)
         rows = list(
             pool.map(
-                lambda rf: run_one(rf[0], args.checkout.resolve(), args.mode, rf[1], args.timeout, args.seed),
+                lambda rf: run_one(
+                    rf[0], args.checkout.resolve(), args.mode, rf[1], args.timeout, args.seed, pool_dir
+                ),
                 zip(records, folders, strict=True),
             )
         )
@@ -112,6 +120,7 @@ def main() -> None:
     ).stdout.strip()
     result = {
         "commit": commit,
+        "pool": pool_dir.name,
         "mode": args.mode,
         "seconds": round(time.perf_counter() - t0, 1),
         "tally": tally(rows),
