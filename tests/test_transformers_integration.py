@@ -231,3 +231,29 @@ def test_moe_blocks_the_kernel_does_not_cover_stay_the_models_own_and_say_why() 
             assert "kept: model.layers.0.mlp" in integ.report.summary()
         finally:
             integ.suspend()
+
+
+def test_requests_alone_are_kept_across_runs_and_only_the_missing_ones_run(tmp_path: Path) -> None:
+    # A long invariance run over several time-limited calls: the second run reads what the first
+    # ran alone, runs only the request whose outcome was lost, and compares the same way.
+    alone_dir = tmp_path / "alone"
+    args = ["bench", "e2e", "--preset", "tiny", "--layers", "1", "--requests", "2", "--phase", "invariance"]
+    args += ["-b", "nodice", "--no-sample", "--no-verify", "--alone-dir", str(alone_dir)]
+    first = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "1.json")])
+    assert first.exit_code == 0, first.output
+    stored = json.loads((alone_dir / "alone-nodice.json").read_text())
+    assert len(stored["outcomes"]) == 2 and stored["key"]["backend"] == "nodice"
+    lost = sorted(stored["outcomes"])[0]
+    kept = {rid: o for rid, o in stored["outcomes"].items() if rid != lost}
+    (alone_dir / "alone-nodice.json").write_text(json.dumps({"key": stored["key"], "outcomes": kept}))
+    second = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "2.json")])
+    assert second.exit_code == 0, second.output
+    assert "1 of 2 requests read from" in second.output and "1 to run" in second.output
+    assert json.loads((alone_dir / "alone-nodice.json").read_text())["outcomes"] == stored["outcomes"]
+    one, two = (json.loads((tmp_path / f"{i}.json").read_text())["invariance"]["nodice"] for i in (1, 2))
+    assert one == two and all(c["logit_mismatches"] == 0 for c in two["schedules"].values())
+    # Other settings (another seed: other requests) never read that file.
+    from nodice.integrations.transformers.e2e import AloneStore
+
+    assert AloneStore(alone_dir / "alone-nodice.json", {**stored["key"], "seed": 1}).outcomes == {}
+    assert len(AloneStore(alone_dir / "alone-nodice.json", stored["key"]).outcomes) == 2

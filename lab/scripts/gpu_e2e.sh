@@ -20,6 +20,10 @@
 #               after TAX_RUN_SECONDS (default 75); TAX_LAYERS (default 32: all). All of it took
 #               about 450 s on an H100: within one call the tax gets TAX_SECONDS (default 235),
 #               enough for the profile and concurrency 32.
+# All 32 layers alone take longer than one call: ALONE_DIR keeps the requests-alone outcomes
+# (`nodice bench e2e --alone-dir`); the same command again on the warm machine (or with the folder
+# carried back) runs only the requests still missing, then the schedules. E.g., call after call:
+#   ONLY=invariance INV_LAYERS=32 INV_SECONDS=560 ALONE_DIR=/tmp/nodice-alone OUT=... lab/scripts/gpu_e2e.sh
 # Needs transformers 5.17 in the image (no wheel is carried). BUDGET bounds the call (default 570 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,6 +54,7 @@ if [ "$tiny" = 1 ]; then
   tax_s=300
 else
   inv_args="--preset 8b --layers ${INV_LAYERS:-2} --control-requests ${CONTROL:-8} --device cuda"
+  [ -n "${ALONE_DIR:-}" ] && inv_args="$inv_args --alone-dir $ALONE_DIR"
   tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda --tax-timeout ${TAX_RUN_SECONDS:-75}"
   inv_s=${INV_SECONDS:-330}
   tax_s=${TAX_SECONDS:-235}
@@ -58,6 +63,7 @@ BUDGET=${BUDGET:-570} bench/gpu/run_many.sh \
   "invariance=$inv_s=python3 -m nodice bench e2e $inv_args --phase invariance --json \$RUN/e2e.json --markdown \$RUN/e2e.md" \
   "tax=$tax_s=python3 -m nodice bench e2e $tax_args --phase forward --phase profile --phase tax --no-sample --json \$RUN/e2e.json --markdown \$RUN/e2e.md"
 cat "$OUT/run_many.log"
+[ -n "${ALONE_DIR:-}" ] && [ -d "$ALONE_DIR" ] && cp -r "$ALONE_DIR" "$OUT/alone"
 for phase in invariance tax; do
   [ -f "$OUT/$phase/e2e.md" ] && cat "$OUT/$phase/e2e.md"
   [ -f "$OUT/$phase/e2e.md" ] || grep -h '^\[' "$OUT/$phase/log" 2>/dev/null | tail -25

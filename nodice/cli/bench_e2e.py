@@ -56,6 +56,13 @@ def e2e(
         bool, typer.Option(help="run the BI gate on the kernels first (--no-verify: tests)")
     ] = True,
     seed: Annotated[int, typer.Option(help="weights, requests and sampling seed")] = 0,
+    alone_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="keep each backend's requests-alone outcomes here; a later run with the same settings "
+            "reads them and runs only the requests missing (a long run over several time-limited calls)"
+        ),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the report here, after every phase")
     ] = None,
@@ -112,6 +119,7 @@ def e2e(
             command=command,
             control_requests=control_requests,
             tax_timeout_s=tax_timeout,
+            alone_dir=alone_dir,
             say=lambda line: err.print(
                 f"[{time.monotonic() - t0:7.1f} s] {line}", markup=False, highlight=False
             ),

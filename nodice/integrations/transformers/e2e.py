@@ -13,8 +13,10 @@ apart. The report is JSON (written again after every phase) and Markdown.
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -171,6 +173,51 @@ def compare(alone: dict[str, Outcome], batched: dict[str, Outcome]) -> Compariso
     return Comparison(len(alone), tokens, draws, req_bad, tok_bad, log_bad, errors)
 
 
+class AloneStore:
+    """The requests-alone outcomes of one (preset, seed, backend, sampling) kept in a JSON file, so
+    that a run cut short (a GPU call's time limit) keeps the requests it finished and a later run
+    computes only the rest. A file written for other settings is set aside, never mixed in."""
+
+    def __init__(self, path: Path, key: dict[str, Any]) -> None:
+        self.path, self.key = path, key
+        self.outcomes: dict[str, Outcome] = {}
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except ValueError:
+                data = {}
+            if data.get("key") == key:
+                self.outcomes = {
+                    rid: Outcome(tuple(o["tokens"]), tuple(o["logits"]), o.get("error", ""))
+                    for rid, o in data.get("outcomes", {}).items()
+                    if not o.get("error")
+                }
+
+    def add(self, outcomes: dict[str, Outcome]) -> None:
+        self.outcomes.update({rid: o for rid, o in outcomes.items() if not o.error})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        body = {rid: asdict(o) for rid, o in self.outcomes.items()}
+        tmp.write_text(json.dumps({"key": self.key, "outcomes": body}))
+        tmp.replace(self.path)
+
+
+def alone_key(
+    preset: Preset, reqs: list[Request], seed: int, backend: str, do_sample: bool
+) -> dict[str, Any]:
+    """What the requests-alone outcomes depend on: the model, the requests, the backend, the sampling."""
+    digest = hashlib.sha256(json.dumps([asdict(r) for r in reqs]).encode()).hexdigest()[:16]
+    return {
+        "shape": asdict(preset.shape),
+        "dtype": preset.dtype,
+        "requests": digest,
+        "seed": seed,
+        "backend": backend,
+        "do_sample": do_sample,
+        "versions": _versions(),
+    }
+
+
 def invariance(
     model: Any,
     reqs: list[Request],
@@ -180,16 +227,40 @@ def invariance(
     nodice: bool,
     do_sample: bool = False,
     say: Callable[[str], None] = print,
+    store: AloneStore | None = None,
+    chunk: int = 8,
 ) -> dict[str, Any]:
-    """Every request alone, then every schedule; the comparison of each schedule with the requests alone."""
+    """Every request alone, then every schedule; the comparison of each schedule with the requests alone.
+
+    With ``store``, requests already run alone (by an earlier run with the same settings) are read
+    from it, the others run ``chunk`` at a time and are added to it after each chunk."""
     widest = max(preset.schedules, key=lambda s: s.max_batch_tokens)
     alone_schedule = Schedule(
         "alone", "given", max(widest.max_batch_tokens, max(len(r.prompt) for r in reqs)), 1
     )
-    # One request per forward pass (max_requests_per_batch=1), all of them through one manager.
-    alone, _ = generate(
-        model, reqs, preset, alone_schedule, record=record, nodice=nodice, do_sample=do_sample
-    )
+    alone: dict[str, Outcome] = {}
+    todo = reqs
+    if store is not None:
+        alone = {r.request_id: store.outcomes[r.request_id] for r in reqs if r.request_id in store.outcomes}
+        todo = [r for r in reqs if r.request_id not in alone]
+        if alone:
+            say(f"  alone: {len(alone)} of {len(reqs)} requests read from {store.path}, {len(todo)} to run")
+    # One request per forward pass (max_requests_per_batch=1), through one manager per chunk.
+    step = chunk if store is not None else max(1, len(todo))
+    for i in range(0, len(todo), step):
+        part, _ = generate(
+            model,
+            todo[i : i + step],
+            preset,
+            alone_schedule,
+            record=record,
+            nodice=nodice,
+            do_sample=do_sample,
+        )
+        alone.update(part)
+        if store is not None:
+            store.add(part)
+    alone = {r.request_id: alone[r.request_id] for r in reqs}
     say(f"  alone: {sum(len(o.tokens) for o in alone.values())} tokens")
     schedules = {}
     for i, schedule in enumerate(preset.schedules):
@@ -400,9 +471,13 @@ def run_e2e(
     command: str = "",
     control_requests: int | None = None,
     tax_timeout_s: float = 3600.0,
+    alone_dir: Path | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """The whole bench; returns the report (and rewrites ``json_path`` after every phase and backend)."""
+    """The whole bench; returns the report (and rewrites ``json_path`` after every phase and backend).
+
+    ``alone_dir`` keeps each backend's requests-alone outcomes (``alone-<backend>[-sampled].json``)
+    across runs: see :class:`AloneStore`."""
     from nodice.integrations.transformers.enable import uninstall_sampler
 
     dev = torch.device(device)
@@ -436,6 +511,12 @@ def run_e2e(
     control = reqs[:control_requests] if control_requests else reqs
     report["control_requests"] = len(control)
 
+    def store_for(backend: str, these: list[Request], do_sample: bool) -> AloneStore | None:
+        if alone_dir is None:
+            return None
+        name = "alone-" + re.sub(r"[^A-Za-z0-9_.-]", "_", backend) + ("-sampled" if do_sample else "")
+        return AloneStore(alone_dir / f"{name}.json", alone_key(preset, these, seed, backend, do_sample))
+
     def model_for(backend: str) -> Any:
         """The model for ``backend``, with the mode on for nodice and off for the stock backends."""
         if backend == "nodice":
@@ -455,7 +536,13 @@ def run_e2e(
             )
             record = integ.record if backend == "nodice" else stock_record
             report["invariance"][backend] = invariance(
-                model_for(backend), these, preset, record, nodice=backend == "nodice", say=say
+                model_for(backend),
+                these,
+                preset,
+                record,
+                nodice=backend == "nodice",
+                say=say,
+                store=store_for(backend, these, False),
             )
             _write(json_path, report)
         if sample and "nodice" in chosen:
@@ -464,7 +551,14 @@ def run_e2e(
                 f"{len(control)} requests"
             )
             report["sampled"]["nodice"] = invariance(
-                model_for("nodice"), control, preset, integ.record, nodice=True, do_sample=True, say=say
+                model_for("nodice"),
+                control,
+                preset,
+                integ.record,
+                nodice=True,
+                do_sample=True,
+                say=say,
+                store=store_for("nodice", control, True),
             )
             _write(json_path, report)
         uninstall_sampler(stock)
