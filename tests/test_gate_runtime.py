@@ -67,6 +67,10 @@ def test_values_of_one_shape_share_it_and_a_bad_shape_is_refused_as_before() -> 
     x, y = tl.tensor(None, first), tl.tensor(None, again)
     assert y.shape is x.shape and [s.value for s in x.shape] == [2, 1024, 4] and x.numel.value == 8192
     assert tl.tensor(None, tl.float32).shape == tl.tensor(None, tl.int32).shape == ()
+    # A shape against a list of ints (as broadcasting compares them): the same constexpr as before.
+    same = first.shape == [2, 1024, 4]
+    assert isinstance(same, tl.constexpr) and same.value is True
+    assert first.shape != [2, 1024, 8] and first.shape != [2, 1024] and x.shape == [2, 1024, 4]
     for _ in range(2):  # a refused shape is never remembered
         with pytest.raises(ValueError, match="power of 2"):
             tl.block_type(tl.float32, [2, 3])
