@@ -74,3 +74,15 @@ def test_values_of_one_shape_share_it_and_a_bad_shape_is_refused_as_before() -> 
     for _ in range(2):  # a refused shape is never remembered
         with pytest.raises(ValueError, match="power of 2"):
             tl.block_type(tl.float32, [2, 3])
+
+
+def test_a_blocks_numpy_dtype_is_its_elements() -> None:
+    import numpy as np
+    from triton.runtime import interpreter
+
+    prepare(torch.device("cpu"))
+    for element, held in ((tl.float32, np.float32), (tl.bfloat16, np.uint16), (tl.int1, bool)):
+        assert interpreter._get_np_dtype(tl.block_type(element, [4, 8])) == np.dtype(held)
+        assert interpreter._get_np_dtype(element) == np.dtype(held)
+    pointers = tl.block_type(tl.pointer_type(tl.float16), [16])
+    assert interpreter._get_np_dtype(pointers) == np.dtype(np.uint64)

@@ -124,9 +124,17 @@ def _patch_the_language_once_per_launch() -> None:
     interpreter._patch_lang = patch_lang
     interpreter.GridExecutor.__call__ = launch
     # Which numpy dtype holds a Triton dtype: rebuilt as a dict of 19 entries on every call
-    # (several per operation and program); a fixed mapping, so asked once per dtype.
+    # (several per operation and program); a fixed mapping, so asked once per dtype. A block type
+    # (unhashable) is held in its element's numpy dtype, which is asked once too.
     if hasattr(interpreter, "_get_np_dtype"):
-        interpreter._get_np_dtype = _memoised(interpreter._get_np_dtype)
+        np_dtype = _memoised(interpreter._get_np_dtype)
+
+        def get_np_dtype(tt_dtype: Any) -> Any:
+            if isinstance(tt_dtype, tl.block_type):
+                return np_dtype(tt_dtype.element_ty)
+            return np_dtype(tt_dtype)
+
+        interpreter._get_np_dtype = get_np_dtype
     _share_block_shapes()
     interpreter._nodice_patch_once = True
 
