@@ -71,6 +71,9 @@ def test_values_of_one_shape_share_it_and_a_bad_shape_is_refused_as_before() -> 
     same = first.shape == [2, 1024, 4]
     assert isinstance(same, tl.constexpr) and same.value is True
     assert first.shape != [2, 1024, 8] and first.shape != [2, 1024] and x.shape == [2, 1024, 4]
+    # Scalar types: the same object, or another of the same name, is equal; nothing else is.
+    assert tl.float32 == tl.float32 and tl.dtype("fp32") == tl.float32 and tl.float32 != tl.float16
+    assert tl.float32 != "fp32" and tl.float32 == tl.constexpr(tl.float32)
     for _ in range(2):  # a refused shape is never remembered
         with pytest.raises(ValueError, match="power of 2"):
             tl.block_type(tl.float32, [2, 3])

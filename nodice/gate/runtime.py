@@ -208,17 +208,21 @@ def _share_block_shapes() -> None:
     tensor.__init__ = init_tensor
 
     # Broadcasting compares each operand's shape with the result's, a list of ints, through
-    # tl.tuple's ==, which first rebuilds the list as a typed tl.tuple: two lists of ints compare
-    # as lists, to the same constexpr(bool).
+    # tl.tuple's ==, which first rebuilds the list as a typed tl.tuple (of the same ints): the
+    # values compare with the list itself, to the same constexpr(bool).
     compare = core.tuple.__eq__
 
     def equal(self: Any, other: Any) -> Any:
-        if type(other) is list and _ints(other) and _ints(self.values):
+        if type(other) is list and all(type(v) is int for v in other):
             return core.constexpr(self.values == other)
         return compare(self, other)
 
     core.tuple.__eq__ = equal
+    # Scalar types are module-level singletons (tl.float32 …), compared by name at every cast.
+    if hasattr(core, "dtype"):
+        same_name = core.dtype.__eq__
 
+        def same_type(self: Any, other: Any) -> Any:
+            return True if self is other else same_name(self, other)
 
-def _ints(values: list[Any]) -> bool:
-    return all(type(v) is int for v in values)
+        core.dtype.__eq__ = same_type
