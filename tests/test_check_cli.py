@@ -76,10 +76,12 @@ def test_missing_file_and_unknown_task(tmp_path: Path) -> None:
 def test_hanging_kernel_times_out(tmp_path: Path) -> None:
     cand = tmp_path / "hang.py"
     cand.write_text("import time\n\ndef kernel(x, weight, eps):\n    time.sleep(3600)\n")
-    proc = run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", "--timeout", "15")
+    # A fixed limit on the whole evaluation: the worker (a fork of the shared server) reaches the call in
+    # about a second, and the limit's value is only what the line must repeat.
+    proc = run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", "--timeout", "8")
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("timed out after 15 s in the anti-cheat probes (fixed 15 s limit"), line
+    assert line.startswith("timed out after 8 s in the anti-cheat probes (fixed 8 s limit"), line
     assert line.endswith("stuck at hang.py:4 in kernel")
 
 

@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,39 +160,25 @@ def test_output_capture_keeps_head_and_tail() -> None:
     capture.close()
 
 
-@pytest.mark.timeout(240)
-def test_hangs_are_reported_fast_by_default_with_their_stage() -> None:
-    # The call hangs waiting: a spinning hang (hang_in_call.py, fixed limits below and in
-    # test_adversarial.py) is timed by the same clock, and would burn a CPU for the whole default budget.
-    cases = {
-        "hang_waiting_in_call.py": (
-            "in the anti-cheat probes",
-            "per kernel call",
-            "stuck at hang_waiting_in_call.py:",
-        ),
-        "hang_at_import.py": ("in the candidate's import", "module-level code", "at hang_at_import.py:"),
-    }
+# The call hangs waiting: a spinning hang (hang_in_call.py, fixed limits below and in
+# test_adversarial.py) is timed by the same clock, and would burn a CPU for the whole default budget.
+EVALUATOR_HANGS = {
+    "hang_waiting_in_call.py": (
+        "in the anti-cheat probes",
+        "per kernel call",
+        "stuck at hang_waiting_in_call.py:",
+    ),
+    "hang_at_import.py": ("in the candidate's import", "module-level code", "at hang_at_import.py:"),
+}
 
-    def judge(name: str) -> tuple[float, Evaluation, Evaluation]:
-        with Evaluator(device="cpu", isolation="persistent") as ev:
-            t0 = time.monotonic()
-            e = ev.evaluate(HOSTILE / name, "rmsnorm", seed=1, bench=False)
-            took = time.monotonic() - t0
-            # The worker was replaced: the next candidate is judged normally.
-            return took, e, ev.evaluate(HOSTILE / "control_honest.py", "rmsnorm", seed=1, bench=False)
 
-    # One evaluator per hang, side by side: the budgets run out together, not one after the other.
-    with ThreadPoolExecutor(len(cases)) as pool:
-        judged = dict(zip(cases, pool.map(judge, cases), strict=True))
-    for name, phrases in cases.items():
-        took, e, after = judged[name]
-        assert took < REPORTED_WITHIN_S, (name, took)
-        assert e.verdict == "error" and e.check.exit_code == 2
-        assert e.check.reason.startswith("timed out after "), e.check.reason
-        for phrase in phrases:
-            assert phrase in e.check.reason, e.check.reason
-        assert "(most recent call first)" in e.log  # the Python stacks asked for before the kill
-        assert after.verdict == "pass", after.check.reason
+def _judge(name: str) -> tuple[float, Evaluation, Evaluation]:
+    with Evaluator(device="cpu", isolation="persistent") as ev:
+        t0 = time.monotonic()
+        e = ev.evaluate(HOSTILE / name, "rmsnorm", seed=1, bench=False)
+        took = time.monotonic() - t0
+        # The worker was replaced: the next candidate is judged normally.
+        return took, e, ev.evaluate(HOSTILE / "control_honest.py", "rmsnorm", seed=1, bench=False)
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:
@@ -203,19 +191,56 @@ def _cli(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def _finish(proc: subprocess.Popen[str]) -> tuple[str, str, float]:
+    out, err = proc.communicate(timeout=200)
+    return out, err, time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def hangs() -> Iterator[dict[str, Any]]:
+    """The module's default-budget hangs, all started at once: the evaluator's two (one evaluator
+    each) and the command line's three, so that their budgets run out together, not test by test."""
+    with ThreadPoolExecutor(len(EVALUATOR_HANGS) + 3) as pool:
+        judged = {name: pool.submit(_judge, name) for name in EVALUATOR_HANGS}
+        t0 = time.monotonic()
+        runs = {
+            "call": _cli(str(HOSTILE / "hang_waiting_in_call.py")),
+            "import": _cli(str(HOSTILE / "hang_at_import.py")),
+            "fixed": _cli(str(HOSTILE / "hang_in_call.py"), "--timeout", "5"),
+        }
+        try:
+            yield {
+                "judged": judged,
+                "t0": t0,
+                "runs": runs,
+                "ended": {k: pool.submit(_finish, p) for k, p in runs.items()},
+            }
+        finally:
+            for p in runs.values():
+                if p.poll() is None:
+                    p.kill()
+
+
 @pytest.mark.timeout(240)
-def test_check_cli_reports_hangs_within_a_minute_and_timeout_overrides() -> None:
-    t0 = time.monotonic()
-    runs = {
-        "call": _cli(str(HOSTILE / "hang_waiting_in_call.py")),
-        "import": _cli(str(HOSTILE / "hang_at_import.py")),
-        "fixed": _cli(str(HOSTILE / "hang_in_call.py"), "--timeout", "5"),
-    }
-    results = {k: p.communicate(timeout=200) for k, p in runs.items()}
-    took = time.monotonic() - t0
-    assert took < REPORTED_WITHIN_S + 20  # three at once on a small machine
-    for key, p in runs.items():
-        _, stderr = results[key]
+def test_hangs_are_reported_fast_by_default_with_their_stage(hangs: dict[str, Any]) -> None:
+    for name, phrases in EVALUATOR_HANGS.items():
+        took, e, after = hangs["judged"][name].result()
+        assert took < REPORTED_WITHIN_S, (name, took)
+        assert e.verdict == "error" and e.check.exit_code == 2
+        assert e.check.reason.startswith("timed out after "), e.check.reason
+        for phrase in phrases:
+            assert phrase in e.check.reason, e.check.reason
+        assert "(most recent call first)" in e.log  # the Python stacks asked for before the kill
+        assert after.verdict == "pass", after.check.reason
+
+
+@pytest.mark.timeout(240)
+def test_check_cli_reports_hangs_within_a_minute_and_timeout_overrides(hangs: dict[str, Any]) -> None:
+    results = {k: f.result() for k, f in hangs["ended"].items()}
+    took = max(ended for _, _, ended in results.values()) - hangs["t0"]
+    assert took < REPORTED_WITHIN_S + 20  # three at once on a small machine (and two evaluators)
+    for key, p in hangs["runs"].items():
+        _, stderr, _ = results[key]
         lines = stderr.strip().splitlines()
         assert p.returncode == 2 and len(lines) == 1, stderr
         assert lines[0].startswith("timed out after "), lines[0]

@@ -53,3 +53,39 @@ def test_a_launch_patches_the_language_once_whatever_its_helper_calls(
         torch.testing.assert_close(out, 2 * x.sum(dim=1), rtol=0, atol=0)
     # 16 programs call the helpers 32 times: the patching is the launch's, not theirs.
     assert per_launch[1] == per_launch[2] > 0, per_launch
+
+
+def test_values_of_one_shape_share_it_and_a_bad_shape_is_refused_as_before() -> None:
+    prepare(torch.device("cpu"))
+    first, again = (
+        tl.block_type(tl.float32, [2, 1024, 4]),
+        tl.block_type(tl.float32, [2, tl.constexpr(1024), 4]),
+    )
+    assert again.shape is first.shape and again.numel == first.numel == 8192
+    assert again.name == first.name == "<['2', '1024', '4'], fp32>"
+    assert first.with_element_ty(tl.int32).name == "<['2', '1024', '4'], int32>"
+    x, y = tl.tensor(None, first), tl.tensor(None, again)
+    assert y.shape is x.shape and [s.value for s in x.shape] == [2, 1024, 4] and x.numel.value == 8192
+    assert tl.tensor(None, tl.float32).shape == tl.tensor(None, tl.int32).shape == ()
+    # A shape against a list of ints (as broadcasting compares them): the same constexpr as before.
+    same = first.shape == [2, 1024, 4]
+    assert isinstance(same, tl.constexpr) and same.value is True
+    assert first.shape != [2, 1024, 8] and first.shape != [2, 1024] and x.shape == [2, 1024, 4]
+    # Scalar types: the same object, or another of the same name, is equal; nothing else is.
+    assert tl.float32 == tl.float32 and tl.dtype("fp32") == tl.float32 and tl.float32 != tl.float16
+    assert tl.float32 != "fp32" and tl.float32 == tl.constexpr(tl.float32)
+    for _ in range(2):  # a refused shape is never remembered
+        with pytest.raises(ValueError, match="power of 2"):
+            tl.block_type(tl.float32, [2, 3])
+
+
+def test_a_blocks_numpy_dtype_is_its_elements() -> None:
+    import numpy as np
+    from triton.runtime import interpreter
+
+    prepare(torch.device("cpu"))
+    for element, held in ((tl.float32, np.float32), (tl.bfloat16, np.uint16), (tl.int1, bool)):
+        assert interpreter._get_np_dtype(tl.block_type(element, [4, 8])) == np.dtype(held)
+        assert interpreter._get_np_dtype(element) == np.dtype(held)
+    pointers = tl.block_type(tl.pointer_type(tl.float16), [16])
+    assert interpreter._get_np_dtype(pointers) == np.dtype(np.uint64)

@@ -124,7 +124,105 @@ def _patch_the_language_once_per_launch() -> None:
     interpreter._patch_lang = patch_lang
     interpreter.GridExecutor.__call__ = launch
     # Which numpy dtype holds a Triton dtype: rebuilt as a dict of 19 entries on every call
-    # (several per operation and program); a fixed mapping, so asked once per dtype.
+    # (several per operation and program); a fixed mapping, so asked once per dtype. A block type
+    # (unhashable) is held in its element's numpy dtype, which is asked once too.
     if hasattr(interpreter, "_get_np_dtype"):
-        interpreter._get_np_dtype = _memoised(interpreter._get_np_dtype)
+        np_dtype = _memoised(interpreter._get_np_dtype)
+
+        def get_np_dtype(tt_dtype: Any) -> Any:
+            if isinstance(tt_dtype, tl.block_type):
+                return np_dtype(tt_dtype.element_ty)
+            return np_dtype(tt_dtype)
+
+        interpreter._get_np_dtype = get_np_dtype
+    _share_block_shapes()
     interpreter._nodice_patch_once = True
+
+
+def _int_dims(shape: Any, core: Any) -> tuple[int, ...] | None:
+    """The dimensions of a shape given as a list or a ``tl.tuple`` of ints or constexpr ints, else None."""
+    if not isinstance(shape, (list, core.tuple)):
+        return None
+    dims = tuple(d.value if isinstance(d, core.constexpr) else d for d in shape)
+    return dims if dims and all(type(d) is int for d in dims) else None
+
+
+def _share_block_shapes() -> None:
+    """Build a shape's ``tl.tuple``, element count and text once per shape, not once per value.
+
+    Under the interpreter every operation makes a new ``tl.block_type`` and ``tl.tensor``, and each
+    of them rebuilds its shape as a ``tl.tuple`` (typing each dimension), checks that every
+    dimension is a power of two and formats its name: a fifth to a quarter of a kernel's time. A
+    shape is immutable once built, so the first value of each shape is built as before (its checks
+    and errors included) and later ones share what it computed.
+    """
+    try:
+        from triton.language import core
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return
+    block_type, tensor = getattr(core, "block_type", None), getattr(core, "tensor", None)
+    if block_type is None or tensor is None or not hasattr(core, "tuple") or not hasattr(core, "constexpr"):
+        return  # another Triton: leave its language as it is
+    build_block_type, build_tensor = block_type.__init__, tensor.__init__
+    # A shape's (tl.tuple, element count, text), by its dimensions and by the id of its tl.tuple
+    # (kept alive here, so an id stays its own): with_element_ty passes the tl.tuple itself.
+    by_dims: dict[tuple[int, ...], tuple[Any, int, str]] = {}
+    by_id: dict[int, tuple[Any, int, str]] = {}
+    # A tensor's (numel, shape) constexprs, by the id of its block type's shared tl.tuple; scalars.
+    tensor_shapes: dict[int, tuple[Any, Any]] = {}
+    scalar: list[tuple[Any, Any]] = []
+
+    def init_block_type(self: Any, element_ty: Any, shape: Any) -> None:
+        known = by_id.get(id(shape))
+        if known is None:
+            dims = _int_dims(shape, core)
+            known = by_dims.get(dims) if dims is not None else None
+            if known is None:
+                build_block_type(self, element_ty, shape)
+                if dims is not None:
+                    by_dims[dims] = by_id[id(self.shape)] = (self.shape, self.numel, str(self.shape))
+                return
+        self.element_ty = element_ty
+        self.shape, self.numel, text = known
+        self.name = f"<{text}, {element_ty}>"
+
+    def init_tensor(self: Any, handle: Any, type: Any) -> None:
+        if type.is_block():
+            key = id(type.shape)
+            known = tensor_shapes.get(key)
+        else:
+            key, known = None, scalar[0] if scalar else None
+        if known is None:
+            build_tensor(self, handle, type)
+            if key is None:
+                scalar.append((self.numel, self.shape))
+            elif key in by_id:
+                tensor_shapes[key] = (self.numel, self.shape)
+            return
+        self.handle = handle
+        self.numel, self.shape = known
+        self.type = type
+        self.dtype = type.scalar
+
+    block_type.__init__ = init_block_type
+    tensor.__init__ = init_tensor
+
+    # Broadcasting compares each operand's shape with the result's, a list of ints, through
+    # tl.tuple's ==, which first rebuilds the list as a typed tl.tuple (of the same ints): the
+    # values compare with the list itself, to the same constexpr(bool).
+    compare = core.tuple.__eq__
+
+    def equal(self: Any, other: Any) -> Any:
+        if type(other) is list and all(type(v) is int for v in other):
+            return core.constexpr(self.values == other)
+        return compare(self, other)
+
+    core.tuple.__eq__ = equal
+    # Scalar types are module-level singletons (tl.float32 …), compared by name at every cast.
+    if hasattr(core, "dtype"):
+        same_name = core.dtype.__eq__
+
+        def same_type(self: Any, other: Any) -> Any:
+            return True if self is other else same_name(self, other)
+
+        core.dtype.__eq__ = same_type
