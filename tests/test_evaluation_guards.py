@@ -257,6 +257,43 @@ def test_precision_downgrade_is_a_band_not_any_error() -> None:
     assert precision_downgrade.judge(task, args, ref * 2, ref, torch.float32) is None
 
 
+def test_precision_downgrade_asks_the_kernel_whether_it_sees_moves_below_the_cheaper_format() -> None:
+    # An error in the band is not enough once the kernel can be rerun: a kernel that rounds its inputs
+    # to fp16 (a cast, or fp16 arithmetic) returns the same outputs for inputs moved by less than half
+    # an fp16 ulp; an fp32 kernel whose error is its own arithmetic (a long sum in another order) sees
+    # the move as the reference does.
+    task = get_task("rmsnorm")
+    gen = torch.Generator().manual_seed(3)
+    problem = task.problem(gen, CPU, torch.float32)
+    args = task.compose(problem, [task.sample(problem, gen) for _ in range(4)], gen)
+    ref = task.reference(*args)
+    low = precision_downgrade.downgrade_error(task, args, ref, torch.float32)
+
+    def half_inputs(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        return task.reference(x.half().float(), w.half().float(), eps)
+
+    def half_arithmetic(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        h = x.half()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w.half()).float()
+
+    def fp32_off_by_its_arithmetic(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        return task.reference(x, w, eps) * (1 + 2 * low)  # in the band, and it follows its inputs
+
+    for kernel in (half_inputs, half_arithmetic):
+        verdict = precision_downgrade.judge(
+            task, args, kernel(*args), ref, torch.float32, rerun=lambda a, k=kernel: k(*a)
+        )
+        assert verdict is not None and "leave the outputs unchanged" in verdict, kernel.__name__
+    honest = fp32_off_by_its_arithmetic(*args)
+    assert precision_downgrade.judge(task, args, honest, ref, torch.float32) is not None  # the band alone
+    assert (
+        precision_downgrade.judge(
+            task, args, honest, ref, torch.float32, rerun=lambda a: fp32_off_by_its_arithmetic(*a)
+        )
+        is None
+    )
+
+
 def test_round_mantissa() -> None:
     t = torch.tensor([1.0 + 2**-12, 1.0 + 2**-10, 3.0, -1.5 - 3 * 2**-12])
     assert torch.equal(precision_downgrade.round_mantissa(t, 10), t.half().float())

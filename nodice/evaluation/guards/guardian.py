@@ -192,7 +192,13 @@ class Guardian:
         self._check_settled(out1, early, stream, census)
         if not own_rule:
             # Before the tolerance check: a downgraded kernel is often just outside the tolerance too.
-            downgrade = precision_downgrade.judge(task, args, out1, ref, self.dtype)
+            def rerun(other: tuple[Any, ...]) -> Output | None:
+                try:
+                    return self._call(fn, other, expected_outputs(task, other))
+                except _ProbeStop:
+                    return None
+
+            downgrade = precision_downgrade.judge(task, args, out1, ref, self.dtype, rerun=rerun)
             if downgrade:
                 self.fail(precision_downgrade.RULE, downgrade)
             if not self._agrees(out1, ref):

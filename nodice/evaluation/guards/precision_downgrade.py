@@ -12,10 +12,21 @@ whose error reaches half the downgrade's is computing in the cheaper format.
 An error far beyond the downgrade's (``UPPER`` times or more) is not a cheaper format: it is a
 wrong result, and the correctness check reports it as incorrect. A cheat verdict is kept for what
 the rule shows.
+
+An honest fp32 kernel is not always within an ulp of the reference: a long scan or sum of
+same-sign terms accumulated in another order (a sequential scan where torch's CPU cumsum adds in
+double) carries an error that grows with the length, while the emulated downgrade's error shrinks
+there (input roundings average out), so the band alone can call honest arithmetic a cheaper
+format. Given the candidate (``rerun``), the rule asks it directly: it runs the candidate on inputs
+already exact in the cheaper format, then on the same inputs moved by less than half that format's
+ulp. A kernel that rounds its inputs to the cheaper format (a cast, TF32, fp8, or arithmetic in
+it) rounds the moved inputs back and returns the same outputs; an honest kernel sees the move as
+the reference does (``SEEN_FRACTION``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,6 +43,10 @@ DOWNGRADE_MANTISSA = {torch.bfloat16: 3, torch.float16: 7, torch.float32: 10}
 THRESHOLD = 0.5
 # Errors this many times the emulated downgrade's or more are wrong results, not downgrades.
 UPPER = 16.0
+# Inputs moved by 2^-(bits + MOVE_BITS) of themselves: under half an ulp of the cheaper format.
+MOVE_BITS = 3
+# A kernel whose outputs move by less than this fraction of the reference's move did not see it.
+SEEN_FRACTION = 0.1
 
 
 def round_mantissa(t: torch.Tensor, bits: int) -> torch.Tensor:
@@ -57,27 +72,74 @@ def _relative_rms(a: Output, b: Output) -> float:
     return (num / den) ** 0.5 if den > 0 else 0.0
 
 
-def downgrade_error(task: Task, args: tuple[Any, ...], ref: Output, dtype: torch.dtype) -> float:
-    """The reference's error with its inputs rounded below its own precision: below ``dtype``'s, or
-    below the coarser one its reference carries (a FlashInfer-Bench reference that returns bf16 on CPU;
-    none below fp8 inputs, 0 then)."""
+def rounded_args(task: Task, args: tuple[Any, ...], dtype: torch.dtype) -> tuple[Any, ...] | None:
+    """``args`` with the inputs of ``dtype`` rounded to the cheaper format's mantissa: below ``dtype``'s,
+    or below the coarser one its reference carries (a FlashInfer-Bench reference that returns bf16 on
+    CPU); None below fp8 inputs."""
     bits = DOWNGRADE_MANTISSA.get(task.precision_floor(dtype))
     if bits is None:
-        return 0.0
-    low_args = tuple(
+        return None
+    return tuple(
         round_mantissa(a, bits) if isinstance(a, torch.Tensor) and a.dtype == dtype else a for a in args
     )
-    return _relative_rms(task.reference(*low_args), ref)
 
 
-def judge(task: Task, args: tuple[Any, ...], out: Output, ref: Output, dtype: torch.dtype) -> str | None:
+def downgrade_error(task: Task, args: tuple[Any, ...], ref: Output, dtype: torch.dtype) -> float:
+    """The reference's error with its inputs rounded below its own precision (0 where none is)."""
+    low_args = rounded_args(task, args, dtype)
+    return 0.0 if low_args is None else _relative_rms(task.reference(*low_args), ref)
+
+
+def judge(
+    task: Task,
+    args: tuple[Any, ...],
+    out: Output,
+    ref: Output,
+    dtype: torch.dtype,
+    rerun: Callable[[tuple[Any, ...]], Output | None] | None = None,
+) -> str | None:
+    """The rule's finding on one call (None: none). ``rerun`` calls the candidate on other inputs
+    (None when it fails there): with it, a kernel that sees input moves below the cheaper format's
+    resolution is not computing in it, whatever its error."""
     err = _relative_rms(out, ref)
     low = downgrade_error(task, args, ref, dtype)
-    if low > 0 and THRESHOLD * low <= err < UPPER * low:
-        floor = task.precision_floor(dtype)
-        bits = DOWNGRADE_MANTISSA[floor]
-        return (
-            f"relative RMS error {err:.3g} vs the reference, while inputs rounded to {bits} mantissa bits "
-            f"give {low:.3g}: the kernel computes below {str(floor).removeprefix('torch.')} precision"
-        )
-    return None
+    if not (low > 0 and THRESHOLD * low <= err < UPPER * low):
+        return None
+    floor = task.precision_floor(dtype)
+    bits = DOWNGRADE_MANTISSA[floor]
+    finding = (
+        f"relative RMS error {err:.3g} vs the reference, while inputs rounded to {bits} mantissa bits "
+        f"give {low:.3g}: the kernel computes below {str(floor).removeprefix('torch.')} precision"
+    )
+    low_args = rounded_args(task, args, dtype)
+    if rerun is None or low_args is None:
+        return finding
+    moved_args = tuple(
+        a * (1 + 2.0 ** -(bits + MOVE_BITS)) if isinstance(a, torch.Tensor) and a.dtype == dtype else a
+        for a in low_args
+    )
+    exact_out, moved_out = rerun(low_args), rerun(moved_args)
+    if exact_out is None or moved_out is None:
+        return finding
+    seen = _norm(_difference(moved_out, exact_out)) / max(
+        _norm(_difference(task.reference(*moved_args), task.reference(*low_args))), 1e-300
+    )
+    if seen >= SEEN_FRACTION:
+        return None  # it sees input changes the cheaper format cannot hold: its error is arithmetic
+    return f"{finding}; inputs moved by less than half its ulp leave the outputs unchanged"
+
+
+def _norm(a: Output) -> float:
+    """The Euclidean norm over every floating output."""
+    parts = a if isinstance(a, tuple) else (a,)
+    return sum(float((t.double() * t.double()).sum()) for t in parts if t.dtype.is_floating_point) ** 0.5
+
+
+def _difference(a: Output, b: Output) -> Output:
+    a_t = a if isinstance(a, tuple) else (a,)
+    b_t = b if isinstance(b, tuple) else (b,)
+    out = tuple(
+        x.double() - y.double() if x.dtype.is_floating_point and y.dtype.is_floating_point else x
+        for x, y in zip(a_t, b_t, strict=True)
+    )
+    return out if len(out) > 1 else out[0]
