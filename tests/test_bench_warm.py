@@ -14,7 +14,7 @@ import torch
 from nodice.bench.warm import WarmJob, WarmReport, WarmResult, plan, warm_up
 from nodice.evaluation.forkserver import ADDRESS_VARIABLE
 from nodice.kernels import bundled_kernel
-from nodice.measuring.baselines import audit_baseline, load_baselines
+from nodice.measuring.baselines import audit_baseline, baselines_for, load_baselines
 from nodice.measuring.baselines.audit import DtypeAudit, combine_audits, dtype_name
 from nodice.measuring.throughput import BenchSession
 from nodice.tasks import get_task
@@ -46,10 +46,13 @@ def test_a_probe_dtype_is_its_own_job_without_calls() -> None:
     cuda = torch.device("cuda")  # planning imports no library and touches no GPU
     jobs = plan(["gemm"], {"gemm": bundled_kernel("gemm")}, cuda)
     baseline_jobs = [j for j in jobs if j.kind == "baseline"]
-    assert [(j.dtype, j.probe, bool(j.workloads)) for j in baseline_jobs] == [
-        ("bfloat16", False, True),
-        ("float32", True, False),
-    ]
+    names = list(dict.fromkeys(j.target for j in baseline_jobs))
+    assert names == [b.name for b in baselines_for("gemm", cuda)]
+    for name in names:  # each baseline: its audit in the task's dtype with the workloads, then the probe
+        assert [(j.dtype, j.probe, bool(j.workloads)) for j in baseline_jobs if j.target == name] == [
+            ("bfloat16", False, True),
+            ("float32", True, False),
+        ], name
 
 
 def test_warm_up_audits_agree_with_auditing_in_process() -> None:

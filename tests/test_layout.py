@@ -56,7 +56,6 @@ ALLOWED_CIRCLES = [
         "nodice.measuring.baselines",
         "nodice.measuring.baselines.attention_prefill",
         "nodice.measuring.baselines.attention_varlen",
-        "nodice.measuring.baselines.norms",
     },
     {
         "nodice.evolution.agents",

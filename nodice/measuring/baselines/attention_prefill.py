@@ -13,17 +13,14 @@ are setup (``prepare``), and the output goes back as a ``[B, H, S, D]`` view.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from nodice.measuring.baselines import flashinfer_prefill
-from nodice.measuring.baselines.spec import Baseline, Prepared, require
+from nodice.measuring.baselines.spec import Baseline, Prepared, put_cutlass_dsl_on_path, require
 
 FLASH_ATTN_4 = "flash-attn-4"
 
@@ -52,18 +49,6 @@ def sdpa(backend_name: str) -> Callable[[], Callable[..., Any]]:
 def to_sequence_major(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``[B, H, S, D]`` → contiguous ``[B, S, H, D]``, the layout flash-attn's functions take."""
     return tuple(t.transpose(1, 2).contiguous() for t in tensors)
-
-
-def put_cutlass_dsl_on_path() -> None:
-    """Do what nvidia-cutlass-dsl's ``.pth`` file does, which a ``pip install --target`` never runs:
-    put its ``dsl_packages`` folder (the ``cutlass`` Python package) on ``sys.path``."""
-    if importlib.util.find_spec("cutlass") is not None:
-        return
-    spec = importlib.util.find_spec("nvidia_cutlass_dsl")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        packages = Path(root) / "dsl_packages"
-        if packages.is_dir() and str(packages) not in sys.path:
-            sys.path.insert(0, str(packages))
 
 
 def load_flash_attn_4() -> Callable[..., Any]:

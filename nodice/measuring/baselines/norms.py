@@ -20,8 +20,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from nodice.measuring.baselines.attention_prefill import put_cutlass_dsl_on_path
-from nodice.measuring.baselines.spec import Baseline, BaselineUnavailable, Prepared, require
+from nodice.measuring.baselines.spec import (
+    Baseline,
+    BaselineUnavailable,
+    Prepared,
+    put_cutlass_dsl_on_path,
+    require,
+)
 
 LIGER = "liger-kernel"
 QUACK = "quack-kernels"

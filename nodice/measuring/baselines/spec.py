@@ -18,8 +18,11 @@ audit and correctness checks.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,7 +30,7 @@ import torch
 
 from nodice.errors import BaselineUnavailable
 
-__all__ = ["Baseline", "BaselineUnavailable", "Prepared", "require"]
+__all__ = ["Baseline", "BaselineUnavailable", "Prepared", "put_cutlass_dsl_on_path", "require"]
 
 
 @dataclass(frozen=True)
@@ -81,3 +84,15 @@ def require(module: str, provider: str) -> ModuleType:
         raise BaselineUnavailable(
             f"{provider}: importing {module} failed: {type(exc).__name__}: {first}"[:300]
         ) from None
+
+
+def put_cutlass_dsl_on_path() -> None:
+    """Do what nvidia-cutlass-dsl's ``.pth`` file does, which a ``pip install --target`` never runs:
+    put its ``dsl_packages`` folder (the ``cutlass`` Python package) on ``sys.path``."""
+    if importlib.util.find_spec("cutlass") is not None:
+        return
+    spec = importlib.util.find_spec("nvidia_cutlass_dsl")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        packages = Path(root) / "dsl_packages"
+        if packages.is_dir() and str(packages) not in sys.path:
+            sys.path.insert(0, str(packages))
