@@ -252,6 +252,9 @@ def test_requests_alone_are_kept_across_runs_and_only_the_missing_ones_run(tmp_p
     assert json.loads((alone_dir / "alone-nodice.json").read_text())["outcomes"] == stored["outcomes"]
     one, two = (json.loads((tmp_path / f"{i}.json").read_text())["invariance"]["nodice"] for i in (1, 2))
     assert one == two and all(c["logit_mismatches"] == 0 for c in two["schedules"].values())
+    # A file where the folder should be is one line and exit 2, before any model is built.
+    bad = CliRunner().invoke(app, [*args[:-1], str(alone_dir / "alone-nodice.json")])
+    assert bad.exit_code == 2 and "not a folder" in bad.output
     # Other settings (another seed: other requests) never read that file.
     from nodice.integrations.transformers.e2e import AloneStore
 

@@ -85,6 +85,8 @@ def e2e(
     from nodice.integrations.transformers.workload import preset as make_preset
 
     phases = tuple(phase or PHASES)
+    if alone_dir is not None and alone_dir.exists() and not alone_dir.is_dir():
+        fail(f"--alone-dir {alone_dir}: not a folder")
     unknown = [p for p in phases if p not in PHASES]
     if unknown:
         fail(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
