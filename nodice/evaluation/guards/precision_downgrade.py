@@ -60,16 +60,9 @@ def round_mantissa(t: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def _relative_rms(a: Output, b: Output) -> float:
-    a_t = a if isinstance(a, tuple) else (a,)
-    b_t = b if isinstance(b, tuple) else (b,)
-    num = den = 0.0
-    for x, y in zip(a_t, b_t, strict=True):
-        if not (x.dtype.is_floating_point and y.dtype.is_floating_point):
-            continue
-        d = x.double() - y.double()
-        num += float((d * d).sum())
-        den += float((y.double() * y.double()).sum())
-    return (num / den) ** 0.5 if den > 0 else 0.0
+    """The norm of ``a - b`` over the norm of ``b`` (floating outputs only; 0 where ``b`` is 0)."""
+    den = _norm(b)
+    return _norm(_difference(a, b)) / den if den > 0 else 0.0
 
 
 def rounded_args(task: Task, args: tuple[Any, ...], dtype: torch.dtype) -> tuple[Any, ...] | None:
