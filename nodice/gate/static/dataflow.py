@@ -15,6 +15,7 @@ import contextlib
 import functools
 from typing import Any
 
+from nodice.gate.static import tiles
 from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
 from nodice.gate.static.handlers import HandlerMixin, terminates
@@ -333,6 +334,8 @@ class Interp(
         rest = self._rest
         cond = self.expr(s.test)
         taint = cond.taint
+        if taint is not None and self.padding_branch(s):
+            return
         if taint is not None and _raises_only(s.body) and not s.orelse and self.raises:
             # Inside a ``try``, a raise is a jump to its handler: the handler's values depend on it.
             self.raises[-1].append(
@@ -369,6 +372,35 @@ class Interp(
             if ctrl is not None:
                 self.dtype_branch(s, ctrl, env_body, env_else)
             self.env = merge_envs(env_body, env_else)
+
+    def padding_branch(self, s: ast.If) -> bool:
+        """``if n < C: t = cat([t, t.new_zeros(C - n, K)])`` on a tile of the batch: when the short
+        side pads the tile and otherwise does what the full side does (the same calls, values of the
+        same dtypes), the branch chooses nothing the batch could see (``gate.static.tiles``). False,
+        nothing run: another branch."""
+        test = tiles.short_test(s.test, self.expr)
+        if test is None:
+            return False
+        c, key, short_when_true = test
+        short_side, full_side = (s.body, s.orelse) if short_when_true else (s.orelse, s.body)
+        if terminates(short_side) or terminates(full_side) or not tiles.pads(short_side):
+            return False
+        saved = self.env
+        self.env = dict(saved)
+        self.run(short_side)
+        env_short = self.env
+        refined = tiles.full(saved, c, key)
+        self.env = dict(refined)
+        self.run(full_side)
+        env_full = self.env
+        same_work = self.compute_calls(short_side) == self.compute_calls(full_side) and not (
+            self.reshaped_launches(short_side, full_side)
+        )
+        if not same_work or not tiles.same_values(saved, env_short, refined, env_full):
+            self.env = saved
+            return False
+        self.env = merge_envs(env_short, env_full)
+        return True
 
     def s_With(self, s: ast.With | ast.AsyncWith) -> None:
         for item in s.items:

@@ -12,6 +12,7 @@ import builtins
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from nodice.gate.static import tiles
 from nodice.gate.static.pins import short_circuit, truth
 from nodice.gate.static.values import (
     NO_CONST,
@@ -39,18 +40,29 @@ def shape_value(t: V, node: ast.AST, ip: Any) -> V:
     """``t.shape`` for a tensor: the batch axis tainted, the other axes clean."""
     rank = t.rank
     if t.batch is None:
-        return V(kind="shape", items=[V() for _ in range(rank)] if rank is not None else None)
+        items = [V() for _ in range(rank)] if rank is not None else None
+        if items and t.extent is not None:
+            items[0] = tiles.rows_of(t, items[0])
+        return V(kind="shape", items=items, extent=t.extent)
     src = f"batch source: {ip.src(node)}[{t.baxis}]"
     step = ip.step
     items = None
     if rank is not None:
         items = [V() for _ in range(rank)]
-        items[t.baxis] = V(taint=(step(node, src),))
+        items[t.baxis] = tiles.rows_of(t, V(taint=(step(node, src),)))
         for axis in t.ctx:
             if -rank <= axis < rank:
                 note = f"batch context: {ip.src(node)}[{axis}] depends on the batchmates"
                 items[axis] = V(taint=(step(node, note),))
-    return V(kind="shape", items=items, batch=(step(node, src),), baxis=t.baxis, rank=rank, ctx=t.ctx)
+    return V(
+        kind="shape",
+        items=items,
+        batch=(step(node, src),),
+        baxis=t.baxis,
+        rank=rank,
+        ctx=t.ctx,
+        extent=t.extent,
+    )
 
 
 def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
@@ -60,10 +72,11 @@ def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
     if shape.items is not None:
         if -len(shape.items) <= index < len(shape.items):
             v = shape.items[index]
-            return V(taint=(step(node, f"batch source: {ip.src(node)}"),)) if v.taint else v
+            return V(taint=(step(node, f"batch source: {ip.src(node)}"),), extent=v.extent) if v.taint else v
         return V()
     if shape.batch is not None and (index == shape.baxis or index in shape.ctx):
-        return V(taint=(step(node, f"batch source: {ip.src(node)}"),))
+        rows = V(taint=(step(node, f"batch source: {ip.src(node)}"),))
+        return tiles.rows_of(V(extent=shape.extent), rows) if index == shape.baxis else rows
     return V(opaque=shape.batch is not None and index < 0)
 
 
@@ -161,6 +174,10 @@ class ExprMixin:
             ctx = tuple(sorted({x for v in (a, b) if v.kind == "tensor" and v.rank == t.rank for x in v.ctx}))
             cut = (a.cut or b.cut) if ctx else None
             return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx, cut=cut)
+        if isinstance(node.op, ast.Sub):
+            short = tiles.difference(a, b)
+            if short is not None:
+                return short
         seqs = a.kind in ("seq", "shape") and b.kind in ("seq", "shape")
         if seqs and isinstance(node.op, ast.Add) and a.items is not None and b.items is not None:
             return V(taint=taint, kind="seq", items=a.items + b.items)
@@ -373,12 +390,36 @@ class ExprMixin:
 
     def tensor_index(self, base: V, node: ast.Subscript, idx: V) -> V:
         """Indexing a tensor: a sample's own slice is its data, not a batch quantity."""
+        tile = self._tile_index(base, node)
+        if tile is not None:
+            return tile
         out = self._tensor_index(base, node, idx)
         cut, why = self._batch_cut_axes(base, node)
         if not cut:
             return out
         why = extend(why, self.step(node, "a piece cut at batch-dependent bounds"))
         return dataclasses.replace(out, ctx=tuple(sorted({*out.ctx, *cut})), cut=out.cut or why)
+
+    def _tile_index(self, base: V, node: ast.Subscript) -> V | None:
+        """``x[s : s + C]``: a tile of the batch (``gate.static.tiles``); ``t[:n]``: a padded tile's
+        rows taken back. ``None``: another index."""
+        first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+        rest = node.slice.elts[1:] if isinstance(node.slice, ast.Tuple) else []
+        if not isinstance(first, ast.Slice) or first.step is not None:
+            return None
+        if any(not (isinstance(e, ast.Slice) and e.lower is e.upper is e.step is None) for e in rest):
+            return None  # other axes indexed or cut: the general rules
+        lo, hi = first.lower, first.upper
+        if base.extent is not None and hi is not None and (lo is None or _zero(lo)):
+            return tiles.taken_back(base, self.expr(hi))
+        if (
+            lo is None
+            or not isinstance(hi, ast.BinOp)
+            or not isinstance(hi.op, ast.Add)
+            or ast.dump(hi.left) != ast.dump(lo)
+        ):
+            return None
+        return tiles.window(base, self.expr(hi.right), node)
 
     def _batch_cut_axes(self, base: V, node: ast.Subscript) -> tuple[set[int], Trace | None]:
         """Axes of a per-sample dimension that ``x[:, lo:hi]`` cuts at batch-dependent bounds
@@ -451,6 +492,10 @@ def _choice_trace(trace: Trace, step: str) -> Trace:
     if out is trace and CHOSEN_TENSOR in step and CHOSEN_TENSOR not in trace[-1]:
         out = (*trace[:-1], f"{trace[-1]}  ({CHOSEN_TENSOR})")
     return out
+
+
+def _zero(e: ast.expr) -> bool:
+    return isinstance(e, ast.Constant) and e.value == 0 and not isinstance(e.value, bool)
 
 
 def _fixed_length(s: ast.Slice) -> bool:

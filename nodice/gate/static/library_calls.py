@@ -11,6 +11,7 @@ import builtins
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from nodice.gate.static import tiles
 from nodice.gate.static.values import NO_CONST, Trace, V, deep_taint, extend, join_all, unknown_key_taint
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ class LibraryMixin:
                     extend(picked.taint, self.step(node, f"{fn} ordered by a batch-dependent key"))
                 )
         if fn == "len":
+            if first.kind == "tensor" and first.extent is not None:
+                return tiles.rows_of(first, V(taint=(self.step(node, f"batch source: {self.src(node)}"),)))
             if first.kind == "tensor" and first.batch is not None and first.baxis == 0:
                 return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
             if first.kind in ("seq", "shape") and first.items is not None:

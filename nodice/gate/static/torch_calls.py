@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from nodice.gate.static import tiles
 from nodice.gate.static.expressions import shape_item, shape_value
 from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.torch_dtypes import METHOD_DTYPES, converted_to, exact_reduction, is_integral
@@ -223,7 +224,13 @@ class TorchMixin(TorchSinksMixin):
             rank = (
                 len(args[0].items) if args and args[0].kind == "seq" and args[0].items is not None else None
             )
-            return V(kind="tensor", batch=batch, rank=rank, baxis=_batch_axis_of_shape(args))
+            return V(
+                kind="tensor",
+                batch=batch,
+                rank=rank,
+                baxis=_batch_axis_of_shape(args),
+                extent=tiles.allocated(args[:1] if fn == "full" else args),
+            )
         if fn == "arange":
             taint = first_taint(*args)
             t = extend(taint, self.step(node, "positions in the batch")) if taint else None
@@ -247,6 +254,14 @@ class TorchMixin(TorchSinksMixin):
         if fn in REDUCTIONS or fn in ROUTING_PER_ROW:
             recv = args[0] if args else V()
             return self.reduction(fn, recv, args[1:], kwargs, node)
+        if fn in ("cat", "concat") and args and args[0].items:
+            tile = tiles.concatenated(args[0].items, args[1] if len(args) > 1 else kwargs.get("dim"))
+            if tile is not None:
+                return tile
+        if fn == "pad" and len(args) + len(kwargs) >= 2:
+            tile = tiles.padded(args[0], args[1] if len(args) > 1 else kwargs.get("pad", V()))
+            if tile is not None:
+                return tile
         if fn in ("cat", "stack", "concat") and args and args[0].items:
             return self.tensor_result(args[0].items, node, arith=False)
         if fn in ("cat", "stack", "concat") and args and args[0].kind == "seq" and isinstance(args[0].ref, V):
@@ -294,7 +309,8 @@ class TorchMixin(TorchSinksMixin):
             return V(taint=recv.taint)
         if fn in NEW_ALLOC:
             batch = self._size_batch(args[:1], node)
-            return V(kind="tensor", batch=batch)
+            sizes = args if fn != "new_full" else args[:1]
+            return V(kind="tensor", batch=batch, extent=tiles.allocated(sizes))
         if fn in RNG_DRAWS:
             return self.rng_draw(fn, args, kwargs, node, recv=recv)
         if fn in SCATTER_ACCUMULATE:

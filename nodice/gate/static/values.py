@@ -41,6 +41,7 @@ class V:
     cut: Trace | None = None  # tensors: why the ``ctx`` axes' sizes depend on it (the count or size)
     integral: bool = False  # tensors: holds integers or booleans (a comparison, an integer cast)
     dtype: str | None = None  # tensors: the dtype a conversion gave it (None: as it came)
+    extent: tuple[Any, ...] | None = None  # a fixed tile of the batch and its padding (gate.static.tiles)
 
     @property
     def tainted(self) -> bool:
@@ -63,6 +64,7 @@ class V:
             self.cut,
             self.integral,
             self.dtype,
+            self.extent,
         )
 
     def with_taint(self, taint: Trace | None) -> V:
@@ -141,7 +143,11 @@ def join(a: V, b: V) -> V:
         return V(taint=taint, kind="choice", items=alts)
     if a.kind == "tensor" and b.kind == "tensor":
         return V(
-            taint=taint, kind="tensor", batch=a.batch or b.batch, rank=a.rank if a.rank == b.rank else None
+            taint=taint,
+            kind="tensor",
+            batch=a.batch or b.batch,
+            rank=a.rank if a.rank == b.rank else None,
+            extent=a.extent if a.extent == b.extent else None,
         )
     same_seq = a.kind in ("seq", "shape") and b.kind == a.kind
     if same_seq and a.items is not None and b.items is not None and len(a.items) == len(b.items):
