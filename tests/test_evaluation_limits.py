@@ -16,7 +16,7 @@ import pytest
 
 from nodice.evaluation import Evaluation, Evaluator
 from nodice.evaluation.budgets import CALL_FLOOR_S, IMPORT_S, Budgets, stage_name
-from nodice.evaluation.clock import TIMEOUT_HINT, JobClock, run_delay_s
+from nodice.evaluation.clock import SLOW_MULTIPLE, TIMEOUT_HINT, JobClock, run_delay_s
 from nodice.evaluation.output import HEAD_BYTES, TAIL_BYTES, OutputCapture
 from nodice.evaluation.store import ResultStore
 from tests.conftest import ROOT
@@ -371,3 +371,77 @@ def test_a_native_build_gets_the_compiler_budget_and_its_own_message() -> None:
     clock.note("compile", "end", 300.0)  # built: the call's clock resumes with its 1 s spent
     assert not clock.hung(300.0 + budgets.call_s - 1.5, idle)
     assert clock.hung(300.0 + budgets.call_s - 0.5, idle)
+
+
+def test_a_call_that_keeps_moving_through_its_programs_is_slow_not_hung() -> None:
+    """Under the interpreter each program's start is progress: every program gets a call budget,
+    the call up to SLOW_MULTIPLE budgets; a program that never ends is still cut one budget after
+    it began, and a launch too long at its pace is reported at once, as too slow."""
+    budgets = Budgets.for_task("rmsnorm", "cpu")
+    call = budgets.call_s
+    slow = JobClock(budgets, None, now=0.0)
+    slow.note("stage", "dynamic", 0.0)
+    programs = int(3 * call)  # one program a second: three budgets in all
+    for i in range(programs):
+        slow.note("program", (1, i, programs), float(i))
+        assert not slow.hung(i + 0.5, idle), i
+    # The last program never ends: reported one budget after it began, as a hang.
+    assert not slow.hung(programs - 1 + call - 0.5, idle)
+    assert slow.hung(programs - 1 + call + 0.5, idle)
+    line = slow.message(programs - 1 + call + 0.5)
+    assert line.startswith("timed out after ") and "per kernel call" in line and "not hung" not in line
+
+    endless = JobClock(budgets, None, now=0.0)
+    endless.note("stage", "dynamic", 0.0)
+    t = 0.0
+    while not endless.hung(t, idle):  # a new launch every second, forever: cut at the slow limit
+        endless.note("program", (int(t) + 1, 0, 1), t)
+        t += 1.0
+    assert SLOW_MULTIPLE * call - 1 <= t <= SLOW_MULTIPLE * call + 1
+    assert "too slow, not hung" in endless.message(t)
+
+    paced = JobClock(budgets, None, now=0.0)
+    paced.note("stage", "correctness", 0.0)
+    for i in range(int(call) + 1):  # 4096 programs at one a second: far beyond the slow limit
+        paced.note("program", (1, i, 4096), float(i))
+    assert paced.hung(call + 0.5, idle)
+    line = paced.message(call + 0.5)
+    assert line.startswith(f"timed out after {call + 0.5:.0f} s in reference correctness: too slow, not hung")
+    assert f"of 4096 of the interpreter's launch; at this pace about {4096 - int(call):.0f} s more" in line
+    assert f"{SLOW_MULTIPLE * call:.0f} s a kernel call that keeps moving may take" in line
+
+
+def test_the_interpreters_grid_walk_is_reported_as_programs() -> None:
+    from multiprocessing import Pipe
+
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    from nodice.evaluation import heartbeat
+
+    @triton.jit
+    def copy_rows(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        tl.store(y_ptr + row * n + cols, tl.load(x_ptr + row * n + cols, mask=cols < n), mask=cols < n)
+
+    builder = interpreter.interpreter_builder
+    parent, child = Pipe()
+    heartbeat._hook_interpreter_programs(heartbeat.Heartbeat(child))
+    heartbeat._hook_interpreter_programs(heartbeat.Heartbeat(child))  # installed once
+    try:
+        x = torch.randn(3, 8)
+        y = torch.empty_like(x)
+        copy_rows[(3, 2)](x, y, 8, BLOCK=8)
+        copy_rows[(1,)](x, y, 8, BLOCK=8)
+    finally:
+        del builder.set_grid_dim, builder.set_grid_idx  # the class's own methods again
+    assert torch.equal(y[0], x[0])
+    sent = []
+    while parent.poll():
+        sent.append(parent.recv())
+    # At most one message a quarter of a second: the first program of the first launch, and maybe more.
+    assert sent and sent[0] == ("program", (1, 0, 6))
+    assert all(kind == "program" and 0 <= index < total for kind, (_, index, total) in sent)

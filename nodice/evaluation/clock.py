@@ -7,7 +7,12 @@ so does a compiler process running in the worker's process group when the
 budget runs out. Time the worker spends ready to run but waiting for a CPU (a
 busy machine: its scheduler's run delay) is off the clock too, so a slow run on
 a loaded host is told from a hang: a loop that never ends runs (or sleeps)
-through its budget either way. With a fixed limit (``--timeout``,
+through its budget either way. Under Triton's interpreter a launch runs its
+programs one after another and the worker reports the program each launch has
+reached: a kernel call whose programs keep beginning is a slow run, not a hang.
+Each program then gets a call budget, and the call up to ``SLOW_MULTIPLE`` call
+budgets; a launch that, at its pace, would need more is reported at once, as too
+slow rather than stuck. With a fixed limit (``--timeout``,
 ``Evaluator(timeout_s=…)``) the whole job gets that many seconds of wall time
 instead, and the messages only name the stage.
 """
@@ -25,6 +30,8 @@ from nodice.gate.progress import StepKind
 COMPILER_RECHECK_S = 2.0
 # Waiting for a CPU shorter than this is the usual noise of a shared host, not worth an extension.
 STARVED_MIN_S = 0.5
+# A kernel call that keeps moving through its programs may run this many call budgets.
+SLOW_MULTIPLE = 10.0
 # How a timeout message tells the user the way out.
 TIMEOUT_HINT = "--timeout SECONDS sets one limit on the whole evaluation instead"
 
@@ -91,6 +98,12 @@ class JobClock:
         self.left = step.seconds
         self.delay_mark: float | None = None  # the worker's run delay when the step began
         self.starved = 0.0  # seconds of this step spent waiting for a CPU: off the clock
+        # The interpreter's walk through the grid: the program reached (launch, index, when), the
+        # launch's first report (launch, index, when, programs), and how the call was judged.
+        self.moved: tuple[int, int, float] | None = None
+        self.walk: tuple[int, int, float, int] | None = None
+        self.too_slow_s: float | None = None  # at its pace, the launch needs this much longer
+        self.moving_out = False  # still moving when the slow limit ran out
 
     def note(self, kind: str, value: Any, now: float) -> None:
         """One progress message from the worker."""
@@ -104,6 +117,12 @@ class JobClock:
                 self.compiling_since, self.left = now, max(self.deadline - now, 0.0)
             self.native = value == "native"
             self.deadline = now + (self.budgets.compiler_cap_s if self.native else self.budgets.compile_s)
+        elif kind == "program":
+            launch, index, programs = value
+            if self.moved is None or self.moved[:2] != (launch, index):
+                self.moved = (launch, index, now)
+            if self.walk is None or self.walk[0] != launch:
+                self.walk = (launch, index, now, programs)
         elif kind == "compile" and self.compiling_since is not None:
             # The step's clock resumes where it stopped.
             self.paused += now - self.compiling_since
@@ -141,7 +160,34 @@ class JobClock:
             self.paused += now - self.deadline + COMPILER_RECHECK_S
             self.deadline = now + COMPILER_RECHECK_S
             return False
+        return not (self.per_call and self._moving(now))
+
+    def _moving(self, now: float) -> bool:
+        """Whether a kernel call out of budget keeps moving through the interpreter's programs (its
+        deadline then moves to a call budget after the last program began)."""
+        if self.moved is None or now - self.moved[2] >= self.budget:
+            return False  # no program began within a call budget: stuck inside one
+        ran = now - self.step_started - self.paused - self.starved
+        limit = SLOW_MULTIPLE * self.budget
+        if ran >= limit:
+            self.moving_out = True
+            return False
+        left = self._launch_left()
+        if left is not None and ran + left > limit:
+            self.too_slow_s = left
+            return False
+        self.deadline = min(self.moved[2] + self.budget, now + limit - ran)
         return True
+
+    def _launch_left(self) -> float | None:
+        """Seconds the launch in progress needs to finish at its pace so far (``None``: no pace yet)."""
+        if self.moved is None or self.walk is None or self.walk[0] != self.moved[0]:
+            return None
+        _, first, since, programs = self.walk
+        _, index, when = self.moved
+        if index <= first:
+            return None
+        return (when - since) / (index - first) * (programs - index)
 
     def message(self, now: float) -> str:
         """One line: how long, in which stage, and which limit ran out."""
@@ -173,6 +219,19 @@ class JobClock:
         spent = now - self.step_started - self.paused - self.starved
         off = f"; {self.paused:.0f} s more compiling, off the clock" if self.paused >= 1 else ""
         off += f"; {self.starved:.0f} s more waiting for a CPU, off the clock" if self.starved >= 1 else ""
+        if (self.too_slow_s is not None or self.moving_out) and self.moved is not None and self.walk:
+            reached = f"program {self.moved[1] + 1} of {self.walk[3]} of the interpreter's launch"
+            limit = (
+                f"the {SLOW_MULTIPLE * self.budget:.0f} s a kernel call that keeps moving may take "
+                f"({SLOW_MULTIPLE:.0f}x the {self.budget:.0f} s call budget)"
+            )
+            if self.too_slow_s is not None:
+                why = f"{reached}; at this pace about {self.too_slow_s:.0f} s more, beyond {limit}"
+            else:
+                why = f"{reached} at the end of {limit}"
+            return (
+                f"timed out after {spent:.0f} s in {where}: too slow, not hung ({why}{off}; {TIMEOUT_HINT})"
+            )
         return f"timed out after {spent:.0f} s in {where} ({self.basis}{off}; {TIMEOUT_HINT})"
 
 

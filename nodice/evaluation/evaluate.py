@@ -214,7 +214,7 @@ class Evaluator:
         site = hang_site(outcome.log, Path(candidate)) if reason.startswith("timed out") else ""
         last = [ln for ln in outcome.log.strip().splitlines() if ln.strip()][-1:]
         if site:
-            reason += f"; stuck at {site}"
+            reason += f"; {'running' if 'not hung' in reason else 'stuck'} at {site}"
         elif last and "Fatal Python error" not in last[0]:
             reason += f" (last output: {last[0].strip()[:200]})"
         device = outcome.device or self.device or ""

@@ -6,7 +6,10 @@ compilation, and from a compiled kernel's first launch, which loads its binary (
 in the Triton versions that build one, compiles its C launcher); native builds
 (``torch.utils.cpp_extension.load_inline`` / ``load``: ninja, nvcc, the host
 compiler, or waiting for another process's build of the same extension) from
-the JIT build function they share. A build's time is off the candidate's clock;
+the JIT build function they share; and under Triton's interpreter, which runs a launch's programs one
+after another, the program each launch has reached (``program``: launch number, programs begun,
+programs in the grid), so that a slow launch that keeps moving is told from a stuck one. A build's
+time is off the candidate's clock;
 torch caches the built extension by name and source hash, so a second worker
 judging the same source loads it without building. Steps of one kind
 are sent at most every ``STEP_EVERY_S``: a step whose start went unsent only makes
@@ -57,6 +60,7 @@ class Heartbeat:
         _hook_triton_compiles(self)
         _hook_triton_loads(self)
         _hook_native_builds(self)
+        _hook_interpreter_programs(self)
 
 
 def _hook_triton_compiles(beat: Heartbeat) -> None:
@@ -124,3 +128,42 @@ def _hook_native_builds(beat: Heartbeat) -> None:
 
     building._nodice_heartbeat = True  # type: ignore[attr-defined]
     cpp_extension._jit_compile = building
+
+
+def _hook_interpreter_programs(beat: Heartbeat) -> None:
+    """The interpreter's grid walk (``set_grid_dim`` per launch, ``set_grid_idx`` per program) as progress."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return
+    builder = getattr(interpreter, "interpreter_builder", None)
+    set_dim, set_idx = getattr(builder, "set_grid_dim", None), getattr(builder, "set_grid_idx", None)
+    if set_dim is None or set_idx is None or getattr(set_idx, "_nodice_heartbeat", False):
+        return
+    walk = _GridWalk()
+
+    def grid_dim(nx: int, ny: int, nz: int) -> Any:
+        walk.launch += 1
+        walk.dims = (nx, ny, nz)
+        return set_dim(nx, ny, nz)
+
+    def grid_idx(x: int, y: int, z: int) -> Any:
+        now = time.monotonic()
+        if now - walk.sent >= STEP_EVERY_S:
+            walk.sent = now
+            nx, ny, nz = walk.dims
+            beat.send("program", (walk.launch, (x * ny + y) * nz + z, nx * ny * nz))
+        return set_idx(x, y, z)
+
+    grid_idx._nodice_heartbeat = True  # type: ignore[attr-defined]
+    builder.set_grid_dim = grid_dim  # type: ignore[union-attr]
+    builder.set_grid_idx = grid_idx  # type: ignore[union-attr]
+
+
+class _GridWalk:
+    """Where the interpreter's walk is: the launch's number and grid, and when progress was last sent."""
+
+    def __init__(self) -> None:
+        self.launch = 0
+        self.dims = (1, 1, 1)
+        self.sent = 0.0
