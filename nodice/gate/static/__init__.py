@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nodice.gate.branches import CONFIRMABLE_RULES
 from nodice.gate.result import Finding
+from nodice.gate.static import per_sample
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
 from nodice.gate.static.dataflow import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, Interp
 from nodice.gate.static.expressions import CHOSEN_TENSOR
@@ -53,7 +54,8 @@ def _entry_args(an: Analysis, fn: ast.FunctionDef, interp: Interp, skip_self: bo
         if b is not None:
             prov = (interp.step(fn, f"{own}: {b.note}"),)
             ctx = sig.context_axes.get(task_param, ())
-            out.append(V(kind="tensor", batch=prov, baxis=b.axis, rank=rank, ctx=ctx))
+            mark = per_sample.ARGUMENT if not ctx else None
+            out.append(V(kind="tensor", batch=prov, baxis=b.axis, rank=rank, ctx=ctx, extent=mark))
         elif rank is not None:
             out.append(V(kind="tensor", rank=rank))
         elif an.contract.is_batch_symbol(task_param):

@@ -12,7 +12,7 @@ import builtins
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static import tiles
+from nodice.gate.static import per_sample, tiles
 from nodice.gate.static.pins import short_circuit, truth
 from nodice.gate.static.values import (
     NO_CONST,
@@ -49,7 +49,7 @@ def shape_value(t: V, node: ast.AST, ip: Any) -> V:
     items = None
     if rank is not None:
         items = [V() for _ in range(rank)]
-        items[t.baxis] = tiles.rows_of(t, V(taint=(step(node, src),)))
+        items[t.baxis] = per_sample.size_of(t, tiles.rows_of(t, V(taint=(step(node, src),))))
         for axis in t.ctx:
             if -rank <= axis < rank:
                 note = f"batch context: {ip.src(node)}[{axis}] depends on the batchmates"
@@ -76,7 +76,9 @@ def shape_item(shape: V, index: Any, node: ast.AST, ip: Any) -> V:
         return V()
     if shape.batch is not None and (index == shape.baxis or index in shape.ctx):
         rows = V(taint=(step(node, f"batch source: {ip.src(node)}"),))
-        return tiles.rows_of(V(extent=shape.extent), rows) if index == shape.baxis else rows
+        if index != shape.baxis:
+            return rows
+        return per_sample.size_of(V(extent=shape.extent), tiles.rows_of(V(extent=shape.extent), rows))
     return V(opaque=shape.batch is not None and index < 0)
 
 
@@ -174,6 +176,9 @@ class ExprMixin:
             ctx = tuple(sorted({x for v in (a, b) if v.kind == "tensor" and v.rank == t.rank for x in v.ctx}))
             cut = (a.cut or b.cut) if ctx else None
             return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx, cut=cut)
+        counted = per_sample.arithmetic(node.op, a, b)
+        if counted is not None:
+            return counted
         if isinstance(node.op, ast.Sub):
             short = tiles.difference(a, b)
             if short is not None:

@@ -11,7 +11,7 @@ import builtins
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static import tiles
+from nodice.gate.static import per_sample, tiles
 from nodice.gate.static.values import NO_CONST, Trace, V, deep_taint, extend, join_all, unknown_key_taint
 
 if TYPE_CHECKING:
@@ -159,9 +159,12 @@ class LibraryMixin:
                 )
         if fn == "len":
             if first.kind == "tensor" and first.extent is not None:
-                return tiles.rows_of(first, V(taint=(self.step(node, f"batch source: {self.src(node)}"),)))
+                rows = V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+                return per_sample.size_of(first, tiles.rows_of(first, rows))
             if first.kind == "tensor" and first.batch is not None and first.baxis == 0:
-                return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+                return per_sample.size_of(
+                    first, V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+                )
             if first.kind in ("seq", "shape") and first.items is not None:
                 return V(const=len(first.items), taint=first.taint)
             return V(taint=first.taint or (first.batch if first.kind == "shape" else None))

@@ -55,14 +55,10 @@ def window(base: V, width: V, node: ast.AST) -> V | None:
 
 def rows_of(t: V, v: V) -> V:
     """The batch-axis size ``v`` of tensor ``t``, with the tile's row count attached."""
-    if t.extent is None:
+    if t.extent is None or t.extent[0] not in (WINDOW, TILE):
         return v
     kind, c, key = t.extent[:3]
-    if kind == WINDOW:
-        return dataclasses.replace(v, extent=(ROWS, c, key))
-    if kind == TILE:
-        return V(const=c)
-    return v
+    return dataclasses.replace(v, extent=(ROWS, c, key)) if kind == WINDOW else V(const=c)
 
 
 def difference(a: V, b: V) -> V | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static import tiles
+from nodice.gate.static import per_sample, tiles
 from nodice.gate.static.expressions import shape_item, shape_value
 from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.torch_dtypes import METHOD_DTYPES, converted_to, exact_reduction, is_integral
@@ -294,7 +294,9 @@ class TorchMixin(TorchSinksMixin):
             return shape_item(shape, _int_const(args[0] if args else kwargs.get("dim")), node, self)
         if fn in ("numel", "nelement"):
             if recv.batch is not None:
-                return V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+                return per_sample.numel_of(
+                    recv, V(taint=(self.step(node, f"batch source: {self.src(node)}"),))
+                )
             return V(taint=recv.taint)
         if fn in META:
             return V()
@@ -369,6 +371,7 @@ class TorchMixin(TorchSinksMixin):
                 cut=recv.cut if same else None,
                 integral=is_integral(to_dtype) if to_dtype is not None else recv.integral,
                 dtype=to_dtype or recv.dtype,
+                extent=recv.extent if same and recv.extent == per_sample.ARGUMENT else None,
             )
         return self.tensor_result([recv, *args, *kwargs.values()], node, arith=fn in ARITH)
 
