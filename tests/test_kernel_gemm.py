@@ -177,3 +177,36 @@ def test_with_both_pins_on_a_row_is_the_same_alone_and_across_both_edges() -> No
             row = decode.kernel(batch, b)[slot]
             assert torch.equal(row.view(torch.int32), alone[0].view(torch.int32)), (m, slot)
             batch[slot] = a[slot]
+
+
+def _split_module(seg_k: int) -> ModuleType:
+    mod = _load(1)
+    mod.SPLIT_K, mod.SPLIT_SEG_K = 1, seg_k
+    return mod
+
+
+def test_split_k_is_off_and_its_segments_follow_k_alone() -> None:
+    assert BUNDLED.read_text().count("\nSPLIT_K = 0\n") == 1  # shipped off
+    split = _split_module(2048)
+    assert [split._split_segments(k) for k in (2048, 4096, 5120, 14336)] == [1, 2, 3, 7]
+    assert _load(1)._split_segments(14336) == 1
+
+
+@pytest.mark.parametrize(("k", "n", "seg_k"), [(320, 96, 128), (256, 200, 64)])
+def test_split_k_segments_give_a_row_the_same_bits_at_every_m(k: int, n: int, seg_k: int) -> None:
+    """Up to SPLIT_MAX_M rows each segment is its own program and a second kernel adds the sums;
+    above, one program adds them. A row alone, in small batches (both load paths) and in large
+    ones (TMA, one program per tile) has the same bits; the sum is the product's."""
+    split = _split_module(seg_k)
+    assert split._split_segments(k) > 1
+    a, b = _operands(split.SPLIT_MAX_M + 40, k, n, k + n)
+    alone = split.kernel(a[:1], b)
+    torch.testing.assert_close(alone, a[:1] @ b, rtol=1e-5, atol=1e-4)
+    assert split._tma_ok(a, b, torch.empty((a.shape[0], n)))  # large batches take the TMA kernel
+    for m in (1, 16, 17, split.SPLIT_MAX_M, split.SPLIT_MAX_M + 1, split.SPLIT_MAX_M + 40):
+        batch = a[:m].clone()
+        slot = m // 2
+        batch[slot] = a[0]
+        out = split.kernel(batch, b)
+        torch.testing.assert_close(out, batch @ b, rtol=1e-5, atol=1e-4)
+        assert torch.equal(out[slot].view(torch.int32), alone[0].view(torch.int32)), m

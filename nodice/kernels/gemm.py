@@ -17,10 +17,13 @@ tile table keyed on M fixes that, and it is safe here because of *which* sizes i
   smaller tile would move the computation to a different instruction (``mma.sync``).
 - ``num_warps`` and ``num_stages`` decide how many warp groups share a tile and how deep the
   loads are pipelined, not what is added to what.
-- No split-K combine, no float atomics, no stream-K. With the ``CHAINED_SPLITS`` pin on (off
-  as shipped), a tile's K walk may be cut into segments run by successive programs, but each one
-  continues the previous one's fp32 running sum with the same MMAs in the same order (an integer
-  flag says when that sum is ready), so the element's sum is still the one-program sum.
+- No float atomics, no stream-K, and as shipped no split-K. With the ``CHAINED_SPLITS`` pin on
+  (off as shipped), a tile's K walk may be cut into segments run by successive programs, but each
+  one continues the previous one's fp32 running sum with the same MMAs in the same order (an
+  integer flag says when that sum is ready), so the element's sum is still the one-program sum.
+  With the ``SPLIT_K`` pin on (off as shipped), every product sums fixed K segments (from K
+  alone) in segment order; whether a segment runs as its own program (small M) or inside its
+  tile's program (large M) changes where the additions happen, never which ones.
 
 The rules below were read off a sweep of every tile over every workload on the H200
 (``lab/candidates/sweep_gemm.py``, results in ``lab/results/gemm_h200_2026-12-02/``); the
@@ -109,6 +112,21 @@ CHAINED_SPLITS = 0
 CHAINED_SEG_K = 2048
 CHAINED_COST_PERCENT = 10
 
+# Split-K in fixed K segments summed in a fixed order (1: on; 0: off, until a sweep times it). Every
+# product's K walk is cut into segments of SPLIT_SEG_K (whole K blocks; from K alone); a segment is
+# the fp32 sum of its own K blocks from zero, and the output is ((0 + s_0) + s_1) + … in segment
+# order. Up to SPLIT_MAX_M rows each segment is its own program (the grid's second axis) and a
+# second kernel adds the segments' sums in order: a decode-size product then has `segments` times
+# more programs where its tiles leave SMs idle (Nsight Compute on the H200: M = 1 of a long-K layer
+# on 80 programs, 52 SMs idle, DRAM at 60 % where cuBLAS's split-K reaches 89 %). Above, one program
+# walks its tile's segments one after another and adds them in the same order. The same MMAs from
+# zero per segment and the same additions of the segments: the same bits at every M. The shipped
+# sum (one fp32 running sum over K) is another one, so the pin changes the kernel's bits for every
+# product, and the chained segments above (a running sum) are off while it is on.
+SPLIT_K = 0
+SPLIT_SEG_K = 2048
+SPLIT_MAX_M = 64
+
 # The knobs `nodice evolve gemm --agent knobs` may set (docs/search.md): the decode sizes' load path
 # and column tiles, and the chained K segments (each continues its predecessor's fp32 running sum:
 # the one-program sum, step for step; the H200 sweep of 2026-12-04 found the same bits on every
@@ -126,6 +144,9 @@ KNOBS = {
     "CHAINED_SEG_K": (1024, 2048, 4096),
     "CHAINED_COST_PERCENT": (0, 10, 25, 50),
 }
+# Not knobs: SPLIT_K and SPLIT_SEG_K change the sum (another fixed order of the same terms), which
+# the search's bitwise check against the best version refuses by design; they are timed as a new
+# version of the kernel instead.
 
 
 def _sms(device: torch.device) -> int:
@@ -190,6 +211,11 @@ def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
     return WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES
 
 
+def _split_segments(k: int) -> int:
+    """The number of fixed K segments every product sums in order with SPLIT_K on (from K alone)."""
+    return triton.cdiv(k, SPLIT_SEG_K) if SPLIT_K else 1
+
+
 def _segments(k: int) -> int:
     """The number of chained K segments a layer's K walk is cut into (from K alone)."""
     return triton.cdiv(k, CHAINED_SEG_K) if CHAINED_SPLITS else 1
@@ -248,24 +274,132 @@ def _matmul(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    part_ptr=None,
+    SEG_K=0,
+    SPLIT: tl.constexpr = 0,
 ):
+    # SPLIT 0: one fp32 running sum over K. 1: the sum of the K segments of SEG_K, in order. 2: the
+    # segment program_id(1) alone, its fp32 sum stored to part_ptr[segment, M, N].
     pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_mask = (rows[:, None] < M) & (cols[None, :] < N)
+    if SPLIT == 0:
+        out = _k_blocks(
+            a_ptr,
+            b_ptr,
+            rows,
+            cols,
+            M,
+            N,
+            K,
+            0,
+            K,
+            stride_am,
+            stride_ak,
+            stride_bk,
+            stride_bn,
+            BLOCK_M,
+            BLOCK_N,
+            BLOCK_K,
+            NUM_STAGES,
+        )
+    elif SPLIT == 1:
+        out = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k_lo in range(0, K, SEG_K):
+            out += _k_blocks(
+                a_ptr,
+                b_ptr,
+                rows,
+                cols,
+                M,
+                N,
+                K,
+                k_lo,
+                tl.minimum(k_lo + SEG_K, K),
+                stride_am,
+                stride_ak,
+                stride_bk,
+                stride_bn,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                NUM_STAGES,
+            )
+    else:
+        seg = tl.program_id(1)
+        k_lo = seg * SEG_K
+        out = _k_blocks(
+            a_ptr,
+            b_ptr,
+            rows,
+            cols,
+            M,
+            N,
+            K,
+            k_lo,
+            tl.minimum(k_lo + SEG_K, K),
+            stride_am,
+            stride_ak,
+            stride_bk,
+            stride_bn,
+            BLOCK_M,
+            BLOCK_N,
+            BLOCK_K,
+            NUM_STAGES,
+        )
+        part = part_ptr + seg.to(tl.int64) * M * N + rows[:, None] * N + cols[None, :]
+        tl.store(part, out, mask=c_mask)
+    if SPLIT != 2:
+        tl.store(
+            c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+            out.to(c_ptr.dtype.element_ty),
+            mask=c_mask,
+        )
+
+
+@triton.jit
+def _k_blocks(
+    a_ptr,
+    b_ptr,
+    rows,
+    cols,
+    M,
+    N,
+    K,
+    k_lo,
+    k_hi,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """The fp32 sum of a tile's K blocks in [k_lo, k_hi), from zero, in K order (pointer loads)."""
     ks = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+    for k in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
         a_mask = (rows[:, None] < M) & (k + ks[None, :] < K)
         b_mask = (k + ks[:, None] < K) & (cols[None, :] < N)
         a = tl.load(a_ptr + rows[:, None] * stride_am + (k + ks[None, :]) * stride_ak, mask=a_mask, other=0.0)
         b = tl.load(b_ptr + (k + ks[:, None]) * stride_bk + cols[None, :] * stride_bn, mask=b_mask, other=0.0)
         acc = tl.dot(a, b, acc)
-    c_mask = (rows[:, None] < M) & (cols[None, :] < N)
-    tl.store(
-        c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
-        acc.to(c_ptr.dtype.element_ty),
-        mask=c_mask,
-    )
+    return acc
+
+
+@triton.jit
+def _sum_segments(part_ptr, c_ptr, M, N, SEGMENTS, stride_cm, stride_cn, BLOCK: tl.constexpr):
+    """``c = ((0 + part[0]) + part[1]) + …``: the segments' fp32 sums added in segment order."""
+    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = idx < M * N
+    out = tl.zeros([BLOCK], dtype=tl.float32)
+    for s in range(0, SEGMENTS):
+        out += tl.load(part_ptr + s * M * N + idx, mask=mask, other=0.0)
+    row, col = idx // N, idx % N
+    tl.store(c_ptr + row * stride_cm + col * stride_cn, out.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -281,18 +415,47 @@ def _matmul_tma(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    SEG_K=0,
+    SPLIT: tl.constexpr = 0,
 ):
     # The same tile and K walk through TMA: rows past M and columns past N (and K past its end)
-    # read as zeros, and the store is clipped to the matrix.
+    # read as zeros, and the store is clipped to the matrix. SPLIT 1: the K segments of SEG_K
+    # summed in order, as ``_matmul`` does.
     pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
+    if SPLIT == 0:
+        out = _k_blocks_tma(a_desc, b_desc, off_m, off_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES)
+    else:
+        out = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k_lo in range(0, K, SEG_K):
+            k_hi = tl.minimum(k_lo + SEG_K, K)
+            out += _k_blocks_tma(
+                a_desc, b_desc, off_m, off_n, k_lo, k_hi, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES
+            )
+    c_desc.store([off_m, off_n], out.to(c_desc.dtype))
+
+
+@triton.jit
+def _k_blocks_tma(
+    a_desc,
+    b_desc,
+    off_m,
+    off_n,
+    k_lo,
+    k_hi,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """The fp32 sum of a tile's K blocks in [k_lo, k_hi), from zero, in K order (TMA loads)."""
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+    for k in tl.range(k_lo, k_hi, BLOCK_K, num_stages=NUM_STAGES):
         a = a_desc.load([off_m, k])
         b = b_desc.load([k, off_n])
         acc = tl.dot(a, b, acc)
-    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    return acc
 
 
 @triton.jit
@@ -364,6 +527,8 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     sms = _sms(a.device)
     block_m, block_n, group_m, warps, stages = _tile(m, n, sms)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
+    if SPLIT_K and _split_segments(k) > 1:
+        return _split(a, b, c, block_m, block_n, group_m, warps, stages, grid)
     # The chain's segment length follows K alone; whether a product is chained follows its waves.
     segments = _segments(k)
     seg_k = triton.cdiv(triton.cdiv(k, BLOCK_K), segments) * BLOCK_K
@@ -439,4 +604,64 @@ def _chained(a, b, c, seg_k, block_m, block_n, group_m, warps, stages):  # type:
         NUM_STAGES=stages,
         num_warps=warps,
     )
+    return c
+
+
+def _split(a, b, c, block_m, block_n, group_m, warps, stages, grid):  # type: ignore[no-untyped-def]
+    """The product as fixed K segments of SPLIT_SEG_K summed in order: each segment its own program
+    up to SPLIT_MAX_M rows (then ``_sum_segments``), else inside its tile's program."""
+    m, k = a.shape
+    n = b.shape[1]
+    seg_k = SPLIT_SEG_K
+    segments = triton.cdiv(k, seg_k)
+    if m > SPLIT_MAX_M and not _pointer_loads(m) and _tma_ok(a, b, c):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        _matmul_tma[grid](
+            TensorDescriptor.from_tensor(a, [block_m, BLOCK_K]),
+            TensorDescriptor.from_tensor(b, [BLOCK_K, block_n]),
+            TensorDescriptor.from_tensor(c, [block_m, block_n]),
+            m,
+            n,
+            k,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            BLOCK_K=BLOCK_K,
+            GROUP_M=group_m,
+            NUM_STAGES=stages,
+            SEG_K=seg_k,
+            SPLIT=1,
+            num_warps=warps,
+        )
+        return c
+    split = m <= SPLIT_MAX_M
+    part = torch.empty((segments, m, n), dtype=torch.float32, device=a.device) if split else None
+    _matmul[(grid[0], segments) if split else grid](
+        a,
+        b,
+        c,
+        m,
+        n,
+        k,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        c.stride(1),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_K=BLOCK_K,
+        GROUP_M=group_m,
+        NUM_STAGES=stages,
+        part_ptr=part,
+        SEG_K=seg_k,
+        SPLIT=2 if split else 1,
+        num_warps=warps,
+    )
+    if split:
+        block = 1024
+        _sum_segments[(triton.cdiv(m * n, block),)](
+            part, c, m, n, segments, c.stride(0), c.stride(1), BLOCK=block, num_warps=4
+        )
     return c
