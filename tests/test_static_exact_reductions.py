@@ -192,6 +192,49 @@ def test_a_split_vocabulary_argmax_is_left_to_the_dynamic_stage(tmp_path: Path) 
     assert _rules(_write(tmp_path, ARGMAX), "sampling") == ([], ["exact_reduction_from_batch"] * 2)
 
 
+# The same split with Triton's own reductions: each piece's maximum and its ``tl.argmax`` made a
+# position in the row by index arithmetic (``split * piece + at``), the pieces combined on the host.
+TL_ARGMAX = """
+import torch
+import triton
+import triton.language as tl
+
+NUM_SMS = 16
+
+
+@triton.jit
+def _piece(logits_ptr, val_ptr, idx_ptr, vocab, piece, num_splits, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0)
+    split = tl.program_id(1)
+    cols = split * piece + tl.arange(0, BLOCK_V)
+    ok = (cols < vocab) & (cols < (split + 1) * piece)
+    x = tl.load(logits_ptr + row * vocab + cols, mask=ok, other=float("-inf"))
+    tl.store(val_ptr + row * num_splits + split, {fold})
+    tl.store(idx_ptr + row * num_splits + split, split * piece + tl.argmax(x, axis=0))
+
+
+def kernel(logits, temperature, top_k, top_p, seed):
+    n_rows, vocab = logits.shape
+    num_splits = max(1, min(8, NUM_SMS // n_rows))
+    piece = triton.cdiv(vocab, num_splits)
+    vals = torch.empty((n_rows, num_splits), dtype=torch.float32, device=logits.device)
+    idxs = torch.empty((n_rows, num_splits), dtype=torch.int64, device=logits.device)
+    block = triton.next_power_of_2(piece)
+    _piece[(n_rows, num_splits)](logits, vals, idxs, vocab, piece, num_splits, BLOCK_V=block)
+    return torch.gather(idxs, 1, torch.argmax(vals, dim=1, keepdim=True))[:, 0]
+"""
+
+
+def test_an_argmax_made_a_position_by_index_arithmetic_is_left_to_the_dynamic_stage(tmp_path: Path) -> None:
+    """``tl.argmax`` is an integer; ``split * piece + at`` is index arithmetic, an integer stored
+    (not a float value the split computes)."""
+    violations, unresolved = _rules(_write(tmp_path, TL_ARGMAX, fold="tl.max(x, axis=0)"), "sampling")
+    assert violations == [] and set(unresolved) == {"exact_reduction_from_batch"}
+    # The same pieces' float sums (a split softmax's denominators) stay a violation.
+    violations, _ = _rules(_write(tmp_path, TL_ARGMAX, fold="tl.sum(tl.exp(x), axis=0)"), "sampling")
+    assert "reduction_tile_from_batch" in violations
+
+
 # Per-row counts of entries above a threshold and a row's "any non-finite" flag, each accumulated
 # over split pieces in integers and combined on the host: integer sums and ors are exact.
 COUNTS = """

@@ -334,8 +334,10 @@ class KernelExprs:
         elif op in _SUM_LIKE:
             self.sink("reduction_tile", labels, node)
             self.sink("ordered_extent", operand.extent, node)
-        # The result folds the masked terms: how many there were no longer shows in it.
-        return KV(operand.deps, out_shape, operand.dtype, operand.data, op in _SUM_LIKE or operand.reduced)
+        # The result folds the masked terms: how many there were no longer shows in it. An argmax or
+        # argmin is a position: an integer whatever the operand.
+        dtype = "int" if op in ("argmax", "argmin") else operand.dtype
+        return KV(operand.deps, out_shape, dtype, operand.data, op in _SUM_LIKE or operand.reduced)
 
     def _dot(self, node: ast.Call, method_of: KV | None, args: list[ast.expr], kw: dict[str, ast.expr]) -> KV:
         vals = ([method_of] if method_of is not None else []) + [self.expr(a) for a in args]

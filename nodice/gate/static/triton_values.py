@@ -64,8 +64,10 @@ class KV:
         a, b = self.dtype, other.dtype
         if a == "float" or b == "float" or isinstance(op, ast.Div):
             dtype: str | None = "float"
+        elif a == b == "int" or (isinstance(op, _INDEX_OPS) and _index_arithmetic(self, other)):
+            dtype = "int"
         else:
-            dtype = "int" if a == b == "int" else None
+            dtype = None
         sa, sb = self.shape, other.shape
         if sa == () or sa == sb:
             shape = sb
@@ -81,6 +83,18 @@ class KV:
             self.reduced or other.reduced,
             self.extent | other.extent if other.extent else self.extent,
         )
+
+
+_INDEX_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def _index_arithmetic(a: KV, b: KV) -> bool:
+    """``pid * seg``: an integer index (a program id, an ``arange``, an integer constant) with a
+    scalar parameter of unknown type, neither read from memory: index arithmetic, an integer."""
+    for i, p in ((a, b), (b, a)):
+        if i.dtype == "int" and not i.data and p.dtype is None and not p.data and p.shape == ():
+            return True
+    return False
 
 
 def broadcast(a: Shape | None, b: Shape | None) -> Shape | None:
