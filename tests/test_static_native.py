@@ -140,6 +140,51 @@ def test_host_dispatch_on_batch_size(tmp_path: Path) -> None:
     assert f.mechanism == "algorithm_selection" and f.line == line_of(DISPATCH_CU, "if (batch < 32)")
 
 
+# Elementwise kernels chosen by the batch: a float4 body and a scalar tail (the same formula), or an
+# IEEE and an intrinsic version (``__expf``: other bits).
+ELEMENTWISE_CU = r"""
+__global__ void act_vec4(const float4* __restrict__ x, float4* __restrict__ y, long n4) {
+    for (long i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x) {
+        float4 v = x[i];
+        y[i] = make_float4(v.x / (1.f + {fabs}(v.x)), v.y / (1.f + {fabs}(v.y)),
+                           v.z / (1.f + {fabs}(v.z)), v.w / (1.f + {fabs}(v.w)));
+    }
+}
+
+__global__ void act_tail(const float* __restrict__ x, float* __restrict__ y, long start, long n) {
+    long i = start + blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] / (1.f + fabsf(x[i]));
+}
+
+void launch(const float* x, float* y, int batch, int hidden) {
+    long n = (long)batch * hidden;
+    long n4 = n / 4;
+    if (n4 > 0) act_vec4<<<(n4 + 255) / 256, 256>>>((const float4*)x, (float4*)y, n4);
+    long tail = n - n4 * 4;
+    if (tail > 0) act_tail<<<1, 256>>>(x, y, n4 * 4, n);
+}
+"""
+
+
+def test_a_choice_between_elementwise_kernels_is_left_to_dynamic_validation(tmp_path: Path) -> None:
+    """Which elementwise kernel computes an element changes no bit when their formulas agree, which
+    running both sides shows; with an approximate intrinsic on one side it does, statically."""
+    source = ELEMENTWISE_CU.replace("{fabs}", "fabsf")
+    cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "act.cu"), "act.cu": source})
+    violations, unresolved = run_static(cand, get_task("rmsnorm"))
+    assert violations == []
+    assert {f.rule for f in unresolved} == {"native_elementwise_dispatch"}
+    assert {f.line for f in unresolved} == {line_of(source, "if (n4 > 0)"), line_of(source, "if (tail > 0)")}
+    fast = (
+        ELEMENTWISE_CU.replace("{fabs}", "fabsf")
+        .replace("x[i] / (1.f", "__fdividef(x[i], 1.f")
+        .replace("fabsf(x[i]));", "fabsf(x[i])));")
+    )
+    cand = write(tmp_path, {"cand.py": PY_LOADER.replace("{source}", "act.cu"), "act.cu": fast})
+    violations, _ = run_static(cand, get_task("rmsnorm"))
+    assert {f.rule for f in violations} == {"native_batch_dispatch"}
+
+
 def test_grid_strided_reduction_and_harmless_row_loop(tmp_path: Path) -> None:
     cu = r"""
     __global__ void sum_grid(const float* x, float* partial, int n) {

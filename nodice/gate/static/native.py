@@ -37,6 +37,16 @@ _INT_NAMES = (
 )  # fmt: skip
 _FLOAT_TYPES = "(?:" + "|".join(_FLOAT_NAMES) + ")"
 _INT_TYPES = "(?:" + "|".join(_INT_NAMES) + ")"
+# What makes a kernel more than elementwise besides the reduction idioms: shared memory, atomics,
+# block-wide synchronisation, an accumulating assignment.
+_NOT_ELEMENTWISE = re.compile(r"__shared__|\batomic\w*\s*\(|__syncthreads|\+=|-=|\*=|/=")
+# CUDA's approximate intrinsics and directed roundings: a kernel using them computes other bits
+# than one using the IEEE functions.
+_APPROXIMATE = re.compile(
+    r"\b__(?:exp|exp10|log|log2|log10|sin|cos|tan|pow|fdivide|saturate)f\b|\b__f(?:add|sub|mul|div|sqrt|rcp|fma)_r[zdu]\b"
+)
+# A loop header (``for (; i < n; i += stride)``): its increment is not an accumulation.
+_FOR_HEADER = re.compile(r"\bfor\s*\([^)]*\)")
 _REDUCTION_IDIOM = re.compile(r"__shfl\w*|BlockReduce|WarpReduce|blockDim\.x\s*/\s*2|>>=\s*1|/=\s*2")
 
 
@@ -280,8 +290,28 @@ class _NativeAnalysis:
             spans.append((start, match_paren(self.text, start, "{", "}")))
         return spans
 
+    def elementwise_kernels(self) -> dict[str, frozenset[str]]:
+        """``__global__`` kernels that compute each output element from its own inputs (no
+        reduction idiom, no shared memory, no atomics, no accumulating assignment), each with the
+        approximate intrinsics it calls."""
+        out = {}
+        for m in _GLOBAL.finditer(self.text):
+            start = self.text.find("{", m.end())
+            if start < 0:
+                continue
+            body = _FOR_HEADER.sub("for ()", self.text[start : match_paren(self.text, start, "{", "}")])
+            if not (_REDUCTION_IDIOM.search(body) or _NOT_ELEMENTWISE.search(body)):
+                out[m.group(1)] = frozenset(_APPROXIMATE.findall(body))
+        return out
+
     def dispatch(self) -> None:
         device = self.device_spans()
+        elementwise = self.elementwise_kernels()
+        # Elementwise kernels the host launches anywhere: a batch-dependent choice among them gives an
+        # element another formula when their approximate intrinsics differ (the vector body and the
+        # tail of one operation may sit under two separate conditions).
+        launched_anywhere = {re.sub(r"\s*<.*", "", m.group(1)) for m in _LAUNCH.finditer(self.text)}
+        same_math = len({elementwise[k] for k in launched_anywhere if k in elementwise}) <= 1
         for m in re.finditer(r"\bif\s*\(", self.text):
             if any(a <= m.start() < b for a, b in device):
                 continue
@@ -300,6 +330,25 @@ class _NativeAnalysis:
                 other = self.text[after : after + 2000]
             a, b = called_names(body), called_names(other)
             if a != b and (any("<<<" in x for x in a | b) or (a | b)):
+                launched = {re.sub(r"\s*<.*", "", x) for x in a | b if "<<<" in x}
+                if (
+                    launched
+                    and launched <= elementwise.keys()
+                    and same_math
+                    and all("<<<" in x for x in a ^ b)
+                ):
+                    # Which elementwise kernel computes an element, or whether a launch that has no
+                    # elements to compute runs: the kernels' formulas decide, and running both
+                    # sides across the batch sizes shows whether they differ.
+                    self.collector.add(
+                        "native_elementwise_dispatch",
+                        self.src.display,
+                        self.line_of(m.start()),
+                        "ALGORITHM",
+                        "host code chooses between elementwise kernels from the batch size",
+                        [*t[1], self.step(m.start(), "batch-dependent dispatch")],
+                    )
+                    continue
                 self.collector.add(
                     "native_batch_dispatch",
                     self.src.display,

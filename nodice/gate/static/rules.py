@@ -185,6 +185,15 @@ RULES: dict[str, Rule] = {
             "per-sample dimensions only",
         ),
         Rule(
+            "native_elementwise_dispatch",
+            "algorithm_selection",
+            "host code chooses between elementwise kernels from the batch size",
+            "left to dynamic validation: an element computed by one kernel or the other gets the same "
+            "bits only if their formulas are the same; launch one kernel for every batch size to make "
+            "it certain",
+            severity="unresolved",
+        ),
+        Rule(
             "native_block_size_from_batch",
             "reduction_order",
             "the thread-block size of a block reduction depends on the batch",
