@@ -11,9 +11,9 @@ import ast
 import os
 from pathlib import Path
 
+import nodice.gate.static.per_sample as per_sample
 from nodice.gate.branches import CONFIRMABLE_RULES
 from nodice.gate.result import Finding
-from nodice.gate.static import per_sample
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
 from nodice.gate.static.dataflow import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, Interp
 from nodice.gate.static.expressions import CHOSEN_TENSOR

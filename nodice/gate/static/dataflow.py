@@ -15,7 +15,7 @@ import contextlib
 import functools
 from typing import Any
 
-from nodice.gate.static import tiles
+import nodice.gate.static.tiles as tiles
 from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
 from nodice.gate.static.handlers import HandlerMixin, terminates

@@ -12,7 +12,8 @@ import builtins
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static import per_sample, tiles
+import nodice.gate.static.per_sample as per_sample
+import nodice.gate.static.tiles as tiles
 from nodice.gate.static.pins import short_circuit, truth
 from nodice.gate.static.values import (
     NO_CONST,

@@ -11,7 +11,8 @@ import builtins
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static import per_sample, tiles
+import nodice.gate.static.per_sample as per_sample
+import nodice.gate.static.tiles as tiles
 from nodice.gate.static.values import NO_CONST, Trace, V, deep_taint, extend, join_all, unknown_key_taint
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from nodice.gate.static import per_sample, tiles
+import nodice.gate.static.per_sample as per_sample
+import nodice.gate.static.tiles as tiles
 from nodice.gate.static.expressions import shape_item, shape_value
 from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.torch_dtypes import METHOD_DTYPES, converted_to, exact_reduction, is_integral
