@@ -96,3 +96,35 @@ def test_a_tile_padded_to_its_width_is_one_shape_for_every_batch(tmp_path: Path,
 def test_a_tail_tile_of_what_is_left_reaches_the_library_kernel(tmp_path: Path, name: str) -> None:
     violations, _ = run_static(_write(tmp_path, NOT_PADDED[name]), get_task("gemm"))
     assert "library_kernel_by_shape" in [f.rule for f in violations], violations
+
+
+SPLIT = """\
+import torch
+import torch.nn.functional as F
+
+TILE = 16
+
+
+def kernel(a, b):
+    outs = []
+    for t in a.split(TILE):
+        n = t.shape[0]
+{pad}        outs.append(torch.mm(t, b)[:n])
+    return torch.cat(outs)
+"""
+PAD = """\
+        if n < TILE:
+            t = F.pad(t, (0, 0, 0, TILE - n))
+"""
+
+
+def test_split_into_tiles_of_the_batch_is_followed_the_same_way(tmp_path: Path) -> None:
+    """``a.split(C)``: tiles of C samples, the last one what is left of the batch (before, each piece
+    read as one sample and the unpadded tail was missed)."""
+    padded = tmp_path / "padded.py"
+    padded.write_text(SPLIT.replace("{pad}", PAD))
+    assert run_static(padded, get_task("gemm")) == ([], [])
+    bare = tmp_path / "bare.py"
+    bare.write_text(SPLIT.replace("{pad}", ""))
+    violations, _ = run_static(bare, get_task("gemm"))
+    assert [f.rule for f in violations] == ["library_kernel_by_shape"]

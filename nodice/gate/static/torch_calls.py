@@ -384,6 +384,11 @@ class TorchMixin(TorchSinksMixin):
         if recv.kind != "tensor":
             return None
         size = rest[0] if rest else next((kwargs[k] for k in _PIECE_ARGS if k in kwargs), None)
+        if fn == "split" and size is not None and size.taint is None:
+            # ``x.split(C)`` along the batch axis: tiles of C samples, the last one what is left.
+            dim_v = rest[1] if len(rest) > 1 else kwargs.get("dim", V(const=0))
+            tile = tiles.window(recv, size, node) if _int_const(dim_v) == 0 else None
+            return V(kind="seq", ref=tile) if tile is not None else None
         if size is None or size.taint is None:
             return None
         dim_v = rest[1] if len(rest) > 1 else kwargs.get("dim", V(const=0))
