@@ -536,7 +536,18 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         block_m, block_n, group_m, warps, stages, used = _compute_tile(m, n, segments, sms)
         if used > 1:
             return _chained(a, b, c, seg_k, block_m, block_n, group_m, warps, stages)
-    if not _pointer_loads(m) and _tma_ok(a, b, c):
+    return _launch(a, b, c, grid, (block_m, block_n, group_m, warps, stages), tma=not _pointer_loads(m))
+
+
+def _launch(a, b, c, grid, tile, tma, **split):  # type: ignore[no-untyped-def]
+    """``_matmul_tma`` (where ``tma`` and the operands allow it) or ``_matmul`` on ``grid`` with the
+    tile ``(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages)``; ``split``: the kernels' SPLIT
+    arguments (``SEG_K``, ``SPLIT``, and ``part_ptr`` for the pointer kernel)."""
+    m, k = a.shape
+    n = b.shape[1]
+    block_m, block_n, group_m, warps, stages = tile
+    meta = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, GROUP_M=group_m, NUM_STAGES=stages)
+    if tma and _tma_ok(a, b, c):
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         _matmul_tma[grid](
@@ -546,11 +557,8 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             m,
             n,
             k,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            BLOCK_K=BLOCK_K,
-            GROUP_M=group_m,
-            NUM_STAGES=stages,
+            **meta,
+            **split,
             num_warps=warps,
         )
         return c
@@ -567,11 +575,8 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         b.stride(1),
         c.stride(0),
         c.stride(1),
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        BLOCK_K=BLOCK_K,
-        GROUP_M=group_m,
-        NUM_STAGES=stages,
+        **meta,
+        **split,
         num_warps=warps,
     )
     return c
@@ -612,56 +617,14 @@ def _split(a, b, c, block_m, block_n, group_m, warps, stages, grid):  # type: ig
     up to SPLIT_MAX_M rows (then ``_sum_segments``), else inside its tile's program."""
     m, k = a.shape
     n = b.shape[1]
-    seg_k = SPLIT_SEG_K
-    segments = triton.cdiv(k, seg_k)
-    if m > SPLIT_MAX_M and not _pointer_loads(m) and _tma_ok(a, b, c):
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        _matmul_tma[grid](
-            TensorDescriptor.from_tensor(a, [block_m, BLOCK_K]),
-            TensorDescriptor.from_tensor(b, [BLOCK_K, block_n]),
-            TensorDescriptor.from_tensor(c, [block_m, block_n]),
-            m,
-            n,
-            k,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            BLOCK_K=BLOCK_K,
-            GROUP_M=group_m,
-            NUM_STAGES=stages,
-            SEG_K=seg_k,
-            SPLIT=1,
-            num_warps=warps,
-        )
-        return c
-    split = m <= SPLIT_MAX_M
-    part = torch.empty((segments, m, n), dtype=torch.float32, device=a.device) if split else None
-    _matmul[(grid[0], segments) if split else grid](
-        a,
-        b,
-        c,
-        m,
-        n,
-        k,
-        a.stride(0),
-        a.stride(1),
-        b.stride(0),
-        b.stride(1),
-        c.stride(0),
-        c.stride(1),
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        BLOCK_K=BLOCK_K,
-        GROUP_M=group_m,
-        NUM_STAGES=stages,
-        part_ptr=part,
-        SEG_K=seg_k,
-        SPLIT=2 if split else 1,
-        num_warps=warps,
+    segments = triton.cdiv(k, SPLIT_SEG_K)
+    tile = (block_m, block_n, group_m, warps, stages)
+    if m > SPLIT_MAX_M:
+        return _launch(a, b, c, grid, tile, tma=not _pointer_loads(m), SEG_K=SPLIT_SEG_K, SPLIT=1)
+    part = torch.empty((segments, m, n), dtype=torch.float32, device=a.device)
+    _launch(a, b, c, (grid[0], segments), tile, tma=False, part_ptr=part, SEG_K=SPLIT_SEG_K, SPLIT=2)
+    block = 1024
+    _sum_segments[(triton.cdiv(m * n, block),)](
+        part, c, m, n, segments, c.stride(0), c.stride(1), BLOCK=block, num_warps=4
     )
-    if split:
-        block = 1024
-        _sum_segments[(triton.cdiv(m * n, block),)](
-            part, c, m, n, segments, c.stride(0), c.stride(1), BLOCK=block, num_warps=4
-        )
     return c
