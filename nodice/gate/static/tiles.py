@@ -27,19 +27,14 @@ import ast
 import dataclasses
 from typing import Any
 
-from nodice.gate.static.values import V
+from nodice.gate.static.values import V, int_const
 
 WINDOW, ROWS, SHORT, TILE = "window", "rows", "short", "tile"
 
 
-def _int(v: V) -> int | None:
-    c = v.const
-    return c if isinstance(c, int) and not isinstance(c, bool) else None
-
-
 def window(base: V, width: V, node: ast.AST) -> V | None:
     """``x[lo : lo + C]`` on the batch axis with a constant C > 1: a tile of at most C samples."""
-    c = _int(width)
+    c = int_const(width)
     if c is None or c <= 1 or base.batch is None or base.baxis != 0 or width.taint is not None:
         return None
     return V(
@@ -63,7 +58,7 @@ def rows_of(t: V, v: V) -> V:
 
 def difference(a: V, b: V) -> V | None:
     """``C - n`` for a tile of C rows: what a pad to C adds (``None``: not that)."""
-    if b.extent is None or b.extent[0] != ROWS or _int(a) != b.extent[1] or a.taint is not None:
+    if b.extent is None or b.extent[0] != ROWS or int_const(a) != b.extent[1] or a.taint is not None:
         return None
     return V(taint=b.taint, extent=(SHORT, b.extent[1], b.extent[2]))
 
@@ -91,7 +86,7 @@ def _padded(t: V, c: int, key: Any) -> V:
 
 def concatenated(items: list[V], dim: V | None) -> V | None:
     """``cat([t, zeros(C - n, …)])`` along the batch axis (either order): the tile padded to C rows."""
-    if len(items) != 2 or (dim is not None and _int(dim) != 0):
+    if len(items) != 2 or (dim is not None and int_const(dim) != 0):
         return None
     for t, pad in (items, items[::-1]):
         if t.kind != "tensor" or t.extent is None or t.extent[0] != WINDOW:
@@ -109,7 +104,7 @@ def padded(t: V, pad: V) -> V | None:
     if items is None or len(items) != 2 * t.rank:
         return None
     *others, before, after = items
-    if any(_int(v) != 0 for v in (*others, before)) or after.extent != (SHORT, *t.extent[1:3]):
+    if any(int_const(v) != 0 for v in (*others, before)) or after.extent != (SHORT, *t.extent[1:3]):
         return None
     return _padded(t, t.extent[1], t.extent[2])
 
@@ -151,7 +146,7 @@ def short_test(test: ast.expr, expr: Any) -> tuple[int, Any, bool] | None:
     if right.extent is not None and left.extent is None:
         left, right = right, left
         op = _MIRRORED.get(op) if op is not None else None
-    if left.extent is None or left.extent[0] != ROWS or _int(right) != left.extent[1]:
+    if left.extent is None or left.extent[0] != ROWS or int_const(right) != left.extent[1]:
         return None
     if op not in _SHORT_WHEN_TRUE:
         return None

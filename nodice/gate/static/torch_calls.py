@@ -17,7 +17,7 @@ from nodice.gate.static.expressions import shape_item, shape_value
 from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.torch_dtypes import METHOD_DTYPES, converted_to, exact_reduction, is_integral
 from nodice.gate.static.torch_sinks import TorchSinksMixin
-from nodice.gate.static.values import NO_CONST, V, deep_taint, extend, first_taint
+from nodice.gate.static.values import V, deep_taint, extend, first_taint, int_const
 
 if TYPE_CHECKING:
     from nodice.gate.static.program import Analysis, ModuleInfo
@@ -161,12 +161,6 @@ def _batch_axis_of_shape(args: list[V]) -> int:
     return 0
 
 
-def _int_const(v: V | None) -> int | None:
-    if v is None or v.const is NO_CONST or isinstance(v.const, bool) or not isinstance(v.const, int):
-        return None
-    return int(v.const)
-
-
 class TorchMixin(TorchSinksMixin):
     an: Analysis
     mod: ModuleInfo
@@ -292,7 +286,7 @@ class TorchMixin(TorchSinksMixin):
             )
             if not args and "dim" not in kwargs:
                 return shape
-            return shape_item(shape, _int_const(args[0] if args else kwargs.get("dim")), node, self)
+            return shape_item(shape, int_const(args[0] if args else kwargs.get("dim")), node, self)
         if fn in ("numel", "nelement"):
             if recv.batch is not None:
                 return per_sample.numel_of(
@@ -387,12 +381,12 @@ class TorchMixin(TorchSinksMixin):
         if fn == "split" and size is not None and size.taint is None:
             # ``x.split(C)`` along the batch axis: tiles of C samples, the last one what is left.
             dim_v = rest[1] if len(rest) > 1 else kwargs.get("dim", V(const=0))
-            tile = tiles.window(recv, size, node) if _int_const(dim_v) == 0 else None
+            tile = tiles.window(recv, size, node) if int_const(dim_v) == 0 else None
             return V(kind="seq", ref=tile) if tile is not None else None
         if size is None or size.taint is None:
             return None
         dim_v = rest[1] if len(rest) > 1 else kwargs.get("dim", V(const=0))
-        dim = _int_const(dim_v)
+        dim = int_const(dim_v)
         if dim is None or (dim < 0 and recv.rank is None):
             return None
         axis = dim + recv.rank if dim < 0 and recv.rank is not None else dim
@@ -472,7 +466,7 @@ class TorchMixin(TorchSinksMixin):
             dim_v = rest[0]
         if fn in ("topk", "kthvalue") and dim_v is None and len(rest) > 1:
             dim_v = rest[1]
-        dim = _int_const(dim_v)
+        dim = int_const(dim_v)
         per_row_default = fn in ("softmax", "log_softmax", "topk", "sort", "argsort", "cumsum", "cumprod")
         over_batch = False
         if recv.batch is not None:
@@ -484,7 +478,7 @@ class TorchMixin(TorchSinksMixin):
         if over_batch and taint is None and fn not in ("softmax", "log_softmax"):
             taint = (self.step(node, f"batch statistic: {fn} over the batch axis"),)
         if taint is None and recv.ctx and not over_batch and fn not in ("softmax", "log_softmax"):
-            dims = [_int_const(d) for d in dim_v.items] if dim_v is not None and dim_v.items else [dim]
+            dims = [int_const(d) for d in dim_v.items] if dim_v is not None and dim_v.items else [dim]
             axes = {d + recv.rank if d is not None and d < 0 and recv.rank is not None else d for d in dims}
             regrouped = len(recv.ctx) > 1 and axes >= set(recv.ctx)  # every group of a view: one sum
             if not regrouped and ((dim_v is None and not per_row_default) or axes & set(recv.ctx)):

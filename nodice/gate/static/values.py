@@ -117,6 +117,13 @@ def _line_key(step: str) -> str:
     return step.split(": ", 1)[0]
 
 
+def int_const(v: V | None) -> int | None:
+    """The value's constant when it is an int (not a bool); ``None`` otherwise."""
+    if v is None or v.const is NO_CONST or isinstance(v.const, bool) or not isinstance(v.const, int):
+        return None
+    return int(v.const)
+
+
 def plain(taint: Trace | None = None, opaque: bool = False) -> V:
     return V(taint=taint, opaque=opaque)
 
