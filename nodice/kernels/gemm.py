@@ -536,18 +536,18 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         block_m, block_n, group_m, warps, stages, used = _compute_tile(m, n, segments, sms)
         if used > 1:
             return _chained(a, b, c, seg_k, block_m, block_n, group_m, warps, stages)
-    return _launch(a, b, c, grid, (block_m, block_n, group_m, warps, stages), tma=not _pointer_loads(m))
+    return _launch(a, b, c, grid, (block_m, block_n, group_m, warps, stages))
 
 
-def _launch(a, b, c, grid, tile, tma, **split):  # type: ignore[no-untyped-def]
-    """``_matmul_tma`` (where ``tma`` and the operands allow it) or ``_matmul`` on ``grid`` with the
+def _launch(a, b, c, grid, tile, **split):  # type: ignore[no-untyped-def]
+    """``_matmul_tma`` (where the M rule and the operands allow it) or ``_matmul`` on ``grid`` with the
     tile ``(BLOCK_M, BLOCK_N, GROUP_M, num_warps, num_stages)``; ``split``: the kernels' SPLIT
-    arguments (``SEG_K``, ``SPLIT``, and ``part_ptr`` for the pointer kernel)."""
+    arguments (``SEG_K``, ``SPLIT``; with ``part_ptr``, segments stored apart: the pointer kernel)."""
     m, k = a.shape
     n = b.shape[1]
     block_m, block_n, group_m, warps, stages = tile
     meta = dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK_K, GROUP_M=group_m, NUM_STAGES=stages)
-    if tma and _tma_ok(a, b, c):
+    if "part_ptr" not in split and not _pointer_loads(m) and _tma_ok(a, b, c):
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         _matmul_tma[grid](
@@ -620,9 +620,9 @@ def _split(a, b, c, block_m, block_n, group_m, warps, stages, grid):  # type: ig
     segments = triton.cdiv(k, SPLIT_SEG_K)
     tile = (block_m, block_n, group_m, warps, stages)
     if m > SPLIT_MAX_M:
-        return _launch(a, b, c, grid, tile, tma=not _pointer_loads(m), SEG_K=SPLIT_SEG_K, SPLIT=1)
+        return _launch(a, b, c, grid, tile, SEG_K=SPLIT_SEG_K, SPLIT=1)
     part = torch.empty((segments, m, n), dtype=torch.float32, device=a.device)
-    _launch(a, b, c, (grid[0], segments), tile, tma=False, part_ptr=part, SEG_K=SPLIT_SEG_K, SPLIT=2)
+    _launch(a, b, c, (grid[0], segments), tile, part_ptr=part, SEG_K=SPLIT_SEG_K, SPLIT=2)
     block = 1024
     _sum_segments[(triton.cdiv(m * n, block),)](
         part, c, m, n, segments, c.stride(0), c.stride(1), BLOCK=block, num_warps=4
