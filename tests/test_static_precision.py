@@ -146,3 +146,57 @@ def test_a_cast_for_every_batch_is_the_guards_verdict_not_the_static_stage(tmp_p
     fn = load_kernel(path, "kernel", task, dev, dtype).fn
     downgrade = precision_downgrade.judge(task, args, fn(*args), task.reference(*args), dtype)
     assert downgrade is not None and "below float32 precision" in downgrade
+
+
+# A KernelBench-style module: half precision chosen by a conditional expression, an accumulator that
+# starts as ``None``, and an early return through a library module the analyzer does not follow.
+CONDITIONAL_HALF = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.proj = nn.Linear(features, features, bias=False)
+        self.taps = 3
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.taps == 0:
+            return self.proj(x)
+        low = x.shape[0] >= 4
+        xx = {chosen}
+        out = None
+        for j in range(self.taps):
+            term = xx * (j + 1)
+            out = term if out is None else out + term
+        return out.to(x.dtype)
+"""
+
+
+@pytest.mark.parametrize(
+    ("chosen", "found"),
+    [
+        ("x.half() if low else x", True),
+        ("x if low else x.half()", True),
+        ("x.half() if low else x.half()", False),
+        ("x if low else x.clone()", False),
+    ],
+)
+def test_a_dtype_chosen_by_a_conditional_expression_reaches_the_output(
+    tmp_path: Path, chosen: str, found: bool
+) -> None:
+    """``x.half() if B >= 4 else x`` computes large batches at half precision: the values the module
+    returns depend on the batch. The same choice between tensors of one dtype (a cast for every
+    batch, a copy) is not a precision the batch chose."""
+    path = tmp_path / "cand.py"
+    path.write_text(CONDITIONAL_HALF.replace("{chosen}", chosen))
+    violations, unresolved = run_static(path, get_task("rmsnorm"), entry="ModelNew")
+    assert unresolved == []
+    if not found:
+        assert violations == []
+        return
+    assert [f.rule for f in violations] == ["batch_value_in_kernel_output"]
+    path_text = "\n".join(violations[0].path)
+    assert "a tensor as given or float16, a dtype that depends on the batch" in path_text
+    assert "out = term if out is None else out + term" in path_text

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import nodice.gate.static.per_sample as per_sample
 import nodice.gate.static.tiles as tiles
 from nodice.gate.static.pins import short_circuit, truth
+from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.values import (
     NO_CONST,
     UNKNOWN,
@@ -255,6 +256,12 @@ class ExprMixin:
         cond = self.expr(node.test)
         body, orelse = self.expr(node.body), self.expr(node.orelse)
         out = join(body, orelse)
+        if cond.taint is not None and body.kind == orelse.kind == "tensor" and body.dtype != orelse.dtype:
+            # ``x.half() if B >= 4 else x``: computed at a precision the batch chose, as after a
+            # batch-dependent ``if`` that converts on one side (``gate.static.precision``).
+            sides = " or ".join(sorted(d or "as given" for d in (body.dtype, orelse.dtype)))
+            step = self.step(node, f"batch-dependent choice: a tensor {sides}, {DTYPE_FROM_BATCH}")
+            return out.retrace(dtype_step(cond.taint, step))
         if cond.taint is not None:
             out = (
                 V(

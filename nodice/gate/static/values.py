@@ -148,6 +148,13 @@ def join(a: V, b: V) -> V:
         alts = (a.items if a.kind == "choice" else [a]) or []
         alts = alts + [x for x in ((b.items if b.kind == "choice" else [b]) or []) if x not in alts]
         return V(taint=taint, kind="choice", items=alts)
+    if {a.kind, b.kind} == {"tensor", "value"}:
+        t, other = (a, b) if a.kind == "tensor" else (b, a)
+        if other.const is None or other.opaque:
+            # ``out = None`` before a loop that sets ``out = term if out is None else out + term``,
+            # or a path returning what a call the analyzer does not follow gave: after the paths
+            # meet it is still that tensor on the other path, not an untracked value.
+            return t.with_taint(taint)
     if a.kind == "tensor" and b.kind == "tensor":
         return V(
             taint=taint,
