@@ -260,3 +260,26 @@ def test_requests_alone_are_kept_across_runs_and_only_the_missing_ones_run(tmp_p
 
     assert AloneStore(alone_dir / "alone-nodice.json", {**stored["key"], "seed": 1}).outcomes == {}
     assert len(AloneStore(alone_dir / "alone-nodice.json", stored["key"]).outcomes) == 2
+
+
+def test_the_stock_cuda_graph_reference_asks_transformers_for_graphs_and_reports_what_ran() -> None:
+    """``paged|sdpa+cuda-graphs`` is paged|sdpa with ``use_cuda_graph`` forced on (transformers leaves
+    it off where a mask is needed): a speed reference on a GPU. The report says which paths ran as
+    graphs; here, without CUDA, transformers turns them off and the report says so."""
+    from nodice.integrations.transformers import e2e
+    from nodice.integrations.transformers.workload import preset, requests
+
+    tiny = preset("tiny", layers=1)
+    assert "paged|sdpa+cuda-graphs" in e2e.available_backends("cuda")
+    assert "paged|sdpa+cuda-graphs" not in e2e.available_backends("cpu")
+    assert e2e.attn_implementation("paged|sdpa+cuda-graphs") == "paged|sdpa"
+    schedule = tiny.schedules[0]
+    assert e2e._config(tiny, schedule, record=False, nodice=False, cuda_graphs=True).use_cuda_graph is True
+    assert e2e._config(tiny, schedule, record=False, nodice=False).use_cuda_graph is None  # the heuristic
+    model = build_model(tiny.shape, "float32", "cpu", seed=3)
+    model.set_attn_implementation(e2e.attn_implementation("paged|sdpa+cuda-graphs"))
+    reqs = requests(tiny.tax_mixes[-1], 2, tiny.shape.vocab, seed=3, shared_prompt=False)
+    row = e2e.throughput(model, reqs, tiny, 2, nodice=False, cuda_graphs=True)
+    assert row["complete"] and row["errors"] == 0
+    assert row["tokens"] == sum(r.max_new_tokens for r in reqs)
+    assert row["cuda_graphs"] == [False, False]

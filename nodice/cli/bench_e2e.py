@@ -30,7 +30,10 @@ def e2e(
     backend: Annotated[
         list[str] | None,
         typer.Option(
-            "--backend", "-b", help="nodice, paged|sdpa, paged|flash_attention_2 (default: all installed)"
+            "--backend",
+            "-b",
+            help="nodice, paged|sdpa, paged|sdpa+cuda-graphs (the tax only), paged|flash_attention_2 "
+            "(default: all installed)",
         ),
     ] = None,
     phase: Annotated[

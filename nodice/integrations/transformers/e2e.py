@@ -5,9 +5,11 @@ where installed), every request runs alone, then all of them run together under 
 a request's generated tokens and the fingerprint of its logits at every draw are compared with
 its run alone, bit for bit. The stock backends are the negative control: their mismatches are
 counted, never assumed. The tax: generated tokens per second and the time between two tokens of
-a request at several concurrency levels, per mix; and one forward pass timed alone (a prefill of
-B·S tokens, a decode step at batch B) so that kernel time and the framework's overhead are told
-apart. The report is JSON (written again after every phase) and Markdown.
+a request at several concurrency levels, per mix (on a GPU against ``paged|sdpa+cuda-graphs`` too:
+the same backend with transformers' CUDA graphs forced on, which its heuristic leaves off where
+a mask is needed); and one forward pass timed alone (a prefill of B·S tokens, a decode step at
+batch B) so that kernel time and the framework's overhead are told apart. The report is JSON
+(written again after every phase) and Markdown.
 """
 
 from __future__ import annotations
@@ -41,7 +43,14 @@ from nodice.integrations.transformers.workload import (
     requests,
 )
 
-STOCK = ("paged|sdpa", "paged|flash_attention_2")
+# A stock backend with this suffix runs with transformers' CUDA graphs forced on (``use_cuda_graph``).
+GRAPHS = "+cuda-graphs"
+STOCK = ("paged|sdpa", "paged|sdpa" + GRAPHS, "paged|flash_attention_2")
+
+
+def attn_implementation(backend: str) -> str:
+    """The ``attn_implementation`` a backend name sets (its CUDA-graph suffix aside)."""
+    return backend.removesuffix(GRAPHS)
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,7 @@ class Comparison:
 def available_backends(device: str) -> list[str]:
     backends = ["nodice", "paged|sdpa"]
     if device.startswith("cuda"):
+        backends.append("paged|sdpa" + GRAPHS)
         try:
             import flash_attn  # noqa: F401
 
@@ -78,7 +88,9 @@ def available_backends(device: str) -> list[str]:
     return backends
 
 
-def _config(preset: Preset, schedule: Schedule, *, record: bool, nodice: bool) -> Any:
+def _config(
+    preset: Preset, schedule: Schedule, *, record: bool, nodice: bool, cuda_graphs: bool = False
+) -> Any:
     over: dict[str, Any] = {
         "block_size": preset.block_size,
         "num_blocks": preset.num_blocks,
@@ -89,6 +101,8 @@ def _config(preset: Preset, schedule: Schedule, *, record: bool, nodice: bool) -
         return continuous_batching_config(scheduler_type=schedule.scheduler, **over)
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
+    if cuda_graphs:
+        over["use_cuda_graph"] = True
     return ContinuousBatchingConfig(
         scheduler_type=schedule.scheduler.replace("nodice-", "").replace("nodice", "fifo"), **over
     )
@@ -105,8 +119,12 @@ def generate(
     do_sample: bool = False,
     timestamps: bool = False,
     timeout_s: float = 3600.0,
+    cuda_graphs: bool = False,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Outcome], dict[str, list[float]]]:
-    """Run ``reqs`` (in this arrival order) through ``generate_batch``'s manager; outcomes by request id."""
+    """Run ``reqs`` (in this arrival order) through ``generate_batch``'s manager; outcomes by request id.
+
+    ``settings`` receives what transformers resolved: ``cuda_graphs``, (varlen, decode) paths."""
     from transformers import GenerationConfig
 
     gc = GenerationConfig(
@@ -119,12 +137,15 @@ def generate(
     )
     if record is not None:
         record.fingerprints.clear()
-    cb = _config(preset, schedule, record=record is not None, nodice=nodice)
+    cb = _config(preset, schedule, record=record is not None, nodice=nodice, cuda_graphs=cuda_graphs)
     results: dict[str, Any] = {}
     deadline = time.monotonic() + timeout_s
     with model.continuous_batching_context_manager(
         generation_config=gc, continuous_batching_config=cb, block=True, timeout=60, warmup=False
     ) as manager:
+        if settings is not None:
+            used = manager.continuous_batching_config.use_cuda_graph
+            settings["cuda_graphs"] = list(used) if isinstance(used, tuple | list) else [bool(used)] * 2
         for r in reqs:
             manager.add_request(
                 list(r.prompt),
@@ -285,6 +306,7 @@ def throughput(
     *,
     nodice: bool,
     timeout_s: float = 3600.0,
+    cuda_graphs: bool = False,
 ) -> dict[str, Any]:
     """Generated tokens per second and the median time between two tokens of a request, at ``concurrency``.
 
@@ -292,9 +314,19 @@ def throughput(
     """
     tokens_budget = max(preset.schedules, key=lambda s: s.max_batch_tokens).max_batch_tokens
     schedule = Schedule(f"c{concurrency}", "given", tokens_budget, concurrency)
+    settings: dict[str, Any] = {}
     start = time.perf_counter()
     out, stamps = generate(
-        model, reqs, preset, schedule, record=None, nodice=nodice, timestamps=True, timeout_s=timeout_s
+        model,
+        reqs,
+        preset,
+        schedule,
+        record=None,
+        nodice=nodice,
+        timestamps=True,
+        timeout_s=timeout_s,
+        cuda_graphs=cuda_graphs,
+        settings=settings,
     )
     wall = time.perf_counter() - start
     generated = sum(len(o.tokens) for o in out.values())
@@ -308,6 +340,7 @@ def throughput(
         "decode_step_ms": None if step is None else step * 1000.0,
         "errors": sum(bool(o.error) and o.error != "no result" for o in out.values()),
         "complete": all(o.error != "no result" for o in out.values()),
+        "cuda_graphs": settings.get("cuda_graphs"),
     }
 
 
@@ -416,15 +449,21 @@ def profile_forward(model: Any, preset: Preset) -> dict[str, Any]:
 
 
 def profile_generate(
-    model: Any, reqs: list[Request], preset: Preset, concurrency: int, *, nodice: bool
+    model: Any,
+    reqs: list[Request],
+    preset: Preset,
+    concurrency: int,
+    *,
+    nodice: bool,
+    cuda_graphs: bool = False,
 ) -> dict[str, Any]:
     """Kernel-time breakdown of a short ``generate_batch`` run (after an untimed one): kernels vs wall."""
     dev = next(model.parameters()).device
-    throughput(model, reqs, preset, concurrency, nodice=nodice)
+    throughput(model, reqs, preset, concurrency, nodice=nodice, cuda_graphs=cuda_graphs)
     result: dict[str, Any] = {}
 
     def run() -> None:
-        result.update(throughput(model, reqs, preset, concurrency, nodice=nodice))
+        result.update(throughput(model, reqs, preset, concurrency, nodice=nodice, cuda_graphs=cuda_graphs))
 
     prof = _kernel_profile(run, dev)
     return {"run": prof, "tokens": result.get("tokens"), "decode_step_ms": result.get("decode_step_ms")}
@@ -523,12 +562,23 @@ def run_e2e(
             integ.resume()
             return ours
         integ.suspend()
-        stock.set_attn_implementation(backend)
+        stock.set_attn_implementation(attn_implementation(backend))
         return stock
+
+    def graphs(backend: str) -> bool:
+        return backend.endswith(GRAPHS)
 
     if "invariance" in phases:
         _install_sampler(stock, None, seed, stock_record)
-        for backend in chosen:
+        # The CUDA-graph variant of a stock backend is a speed reference (the invariance runs record
+        # every batch through nodice's scheduler, which runs without graphs): its control is the
+        # backend without them.
+        for backend in [b for b in chosen if graphs(b)]:
+            say(
+                f"invariance, {backend}: not measured "
+                f"(a speed reference; {attn_implementation(backend)} is the control)"
+            )
+        for backend in [b for b in chosen if not graphs(b)]:
             these = reqs if backend == "nodice" else control
             say(
                 f"invariance, {backend}: {len(these)} requests alone, "
@@ -583,7 +633,14 @@ def run_e2e(
             for r in requests(mix, c, preset.shape.vocab, seed + 1, shared_prompt=False)
         ]
         for backend in chosen:
-            prof = profile_generate(model_for(backend), gen_reqs, preset, c, nodice=backend == "nodice")
+            prof = profile_generate(
+                model_for(backend),
+                gen_reqs,
+                preset,
+                c,
+                nodice=backend == "nodice",
+                cuda_graphs=graphs(backend),
+            )
             prof["mix"], prof["concurrency"] = mix.name, c
             report["profile"]["generate"][backend] = prof
             say(f"profile, generate_batch, {backend}: {_profile_line(prof['run'])}")
@@ -596,14 +653,10 @@ def run_e2e(
                 for backend in chosen:
                     # Untimed first: kernels compiled for this mix's shapes, the manager's buffers.
                     warm = [replace(r, max_new_tokens=min(r.max_new_tokens, 8)) for r in mix_reqs[:c]]
-                    throughput(model_for(backend), warm, preset, c, nodice=backend == "nodice")
+                    on = {"nodice": backend == "nodice", "cuda_graphs": graphs(backend)}
+                    throughput(model_for(backend), warm, preset, c, **on)
                     row[backend] = throughput(
-                        model_for(backend),
-                        mix_reqs,
-                        preset,
-                        c,
-                        nodice=backend == "nodice",
-                        timeout_s=tax_timeout_s,
+                        model_for(backend), mix_reqs, preset, c, timeout_s=tax_timeout_s, **on
                     )
                     say(
                         f"tax, {mix.name}, concurrency {c}, {backend}: "
