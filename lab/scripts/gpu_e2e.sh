@@ -19,7 +19,8 @@
 #               concurrency 32 then 64, prefill-heavy and decode-heavy mixes, each timed run stopped
 #               after TAX_RUN_SECONDS (default 75); TAX_LAYERS (default 32: all). All of it took
 #               about 450 s on an H100: within one call the tax gets TAX_SECONDS (default 235),
-#               enough for the profile and concurrency 32.
+#               enough for the profile and concurrency 32. TAX_PHASES (default "forward profile
+#               tax") picks the phases. On a GPU the tax also times paged|sdpa+cuda-graphs.
 # All 32 layers alone take longer than one call: ALONE_DIR keeps the requests-alone outcomes
 # (`nodice bench e2e --alone-dir`); the same command again on the warm machine (or with the folder
 # carried back) runs only the requests still missing, then the schedules. E.g., call after call:
@@ -59,9 +60,11 @@ else
   inv_s=${INV_SECONDS:-330}
   tax_s=${TAX_SECONDS:-235}
 fi
+tax_phases=""
+for p in ${TAX_PHASES:-forward profile tax}; do tax_phases="$tax_phases --phase $p"; done
 BUDGET=${BUDGET:-570} bench/gpu/run_many.sh \
   "invariance=$inv_s=python3 -m nodice bench e2e $inv_args --phase invariance --json \$RUN/e2e.json --markdown \$RUN/e2e.md" \
-  "tax=$tax_s=python3 -m nodice bench e2e $tax_args --phase forward --phase profile --phase tax --no-sample --json \$RUN/e2e.json --markdown \$RUN/e2e.md"
+  "tax=$tax_s=python3 -m nodice bench e2e $tax_args $tax_phases --no-sample --json \$RUN/e2e.json --markdown \$RUN/e2e.md"
 cat "$OUT/run_many.log"
 [ -n "${ALONE_DIR:-}" ] && [ -d "$ALONE_DIR" ] && cp -r "$ALONE_DIR" "$OUT/alone"
 for phase in invariance tax; do
