@@ -20,7 +20,7 @@
 #               after TAX_RUN_SECONDS (default 75); TAX_LAYERS (default 32: all). All of it took
 #               about 450 s on an H100: within one call the tax gets TAX_SECONDS (default 235),
 #               enough for the profile and concurrency 32. TAX_PHASES (default "forward profile
-#               tax") picks the phases. On a GPU the tax also times paged|sdpa+cuda-graphs.
+#               tax") picks the phases, TAX_EXTRA adds options (e.g. "--concurrency 32 --no-verify"). On a GPU the tax also times paged|sdpa+cuda-graphs.
 # All 32 layers alone take longer than one call: ALONE_DIR keeps the requests-alone outcomes
 # (`nodice bench e2e --alone-dir`); the same command again on the warm machine (or with the folder
 # carried back) runs only the requests still missing, then the schedules. E.g., call after call:
@@ -56,7 +56,7 @@ if [ "$tiny" = 1 ]; then
 else
   inv_args="--preset 8b --layers ${INV_LAYERS:-2} --control-requests ${CONTROL:-8} --device cuda"
   [ -n "${ALONE_DIR:-}" ] && inv_args="$inv_args --alone-dir $ALONE_DIR"
-  tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda --tax-timeout ${TAX_RUN_SECONDS:-75}"
+  tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda --tax-timeout ${TAX_RUN_SECONDS:-75} ${TAX_EXTRA:-}"
   inv_s=${INV_SECONDS:-330}
   tax_s=${TAX_SECONDS:-235}
 fi
