@@ -83,6 +83,22 @@ def test_hanging_kernel_times_out(tmp_path: Path) -> None:
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("timed out after 8 s in the anti-cheat probes (fixed 8 s limit"), line
     assert line.endswith("stuck at hang.py:4 in kernel")
+    # Stuck outside the candidate's files (a helper it imports from elsewhere): the line names the
+    # innermost frame of the worker's main thread, not the outermost one.
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helper.py").write_text(
+        "import time\n\ndef block(x, weight, eps):\n    time.sleep(3600)\n"
+    )
+    (tmp_path / "cand").mkdir()
+    outside = tmp_path / "cand" / "uses_helper.py"
+    outside.write_text(
+        f"import sys\n\nsys.path.insert(0, {str(tmp_path / 'lib')!r})\nfrom helper import block as kernel\n"
+    )
+    proc = run_cli("check", str(outside), "--task", "rmsnorm", "--device", "cpu", "--timeout", "8")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.endswith("/lib/helper.py:4 in block, outside the candidate's files"), line
+    assert "; stuck at " in line and "runpy" not in line
 
 
 def test_seed_passes_and_json_shape_is_stable() -> None:

@@ -57,6 +57,19 @@ def hang_site(log: str, candidate: Path) -> str:
     return ""
 
 
+def innermost_frame(log: str) -> str:
+    """``…/file:line in function``: the innermost frame of the thread faulthandler calls current (the
+    worker's main thread, which runs the kernel calls), for a hang outside the candidate's files."""
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", log)
+    current = [b for b in blocks if b.lstrip().startswith("Current thread")]
+    for block in current[-1:] or blocks[-1:]:
+        frames = _FRAME.findall(block)
+        if frames:
+            path, line, function = frames[0]
+            return f"{'/'.join(Path(path).parts[-3:])}:{line} in {function}"
+    return ""
+
+
 def make_executor(config: ExecutorConfig, isolation: str, device: str | None, limits: Limits) -> Executor:
     """The workers ``config`` asks for: local ones, or one per slot of a Ray cluster (imported only then)."""
     config.validate()
@@ -213,8 +226,12 @@ class Evaluator:
             reason = outcome.failure
         site = hang_site(outcome.log, Path(candidate)) if reason.startswith("timed out") else ""
         last = [ln for ln in outcome.log.strip().splitlines() if ln.strip()][-1:]
+        inner = innermost_frame(outcome.log) if reason.startswith("timed out") and not site else ""
+        state = "running" if "not hung" in reason else "stuck"
         if site:
-            reason += f"; {'running' if 'not hung' in reason else 'stuck'} at {site}"
+            reason += f"; {state} at {site}"
+        elif inner:
+            reason += f"; {state} at {inner}, outside the candidate's files"
         elif last and "Fatal Python error" not in last[0]:
             reason += f" (last output: {last[0].strip()[:200]})"
         device = outcome.device or self.device or ""
