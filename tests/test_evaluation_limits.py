@@ -41,6 +41,32 @@ def idle() -> bool:
     return False
 
 
+@pytest.mark.parametrize(("reference_s", "call_s"), [(4.0, 48.0), (0.5, CALL_FLOOR_S)])
+def test_a_reference_files_call_budget_follows_its_own_first_step(reference_s: float, call_s: float) -> None:
+    """A KernelBench problem has no seed: its first step (import, get_inputs(), one Model call) sets
+    the call budget, 12 times it, never below the floor; a fixed --timeout replaces all of it."""
+    task = "reference:/problems/level1_93_masked_cumsum.py"
+    clock = JobClock(Budgets.for_task(task, "cuda"), None, now=0.0)
+    clock.note("stage", "reference", 0.0)
+    clock.note("stage", "static", reference_s)
+    assert clock.budgets.call_s == call_s and clock.budgets.reference_step_s == reference_s
+    clock.note("stage", "guards", 10.0)
+    assert not clock.hung(10.0 + call_s - 0.5, idle)
+    assert clock.hung(10.0 + call_s + 0.5, idle)
+    line = clock.message(10.0 + call_s + 0.5)
+    assert line.startswith(f"timed out after {call_s:.0f} s in the anti-cheat probes (budget {call_s:.0f} s")
+    if call_s > CALL_FLOOR_S:
+        assert (
+            "12x the reference's own first step (4.0 s: its import, get_inputs() and one Model call)" in line
+        )
+    else:
+        assert "the minimum" in line
+    fixed = JobClock(Budgets.for_task(task, "cuda"), 30.0, now=0.0)
+    fixed.note("stage", "reference", 0.0)
+    fixed.note("stage", "static", reference_s)
+    assert fixed.budgets.call_s == CALL_FLOOR_S and fixed.budgets.reference_step_s is None
+
+
 def compiling() -> bool:
     return True
 

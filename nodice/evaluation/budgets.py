@@ -16,7 +16,11 @@ module loading) and leaves a kernel tens of times slower than a quick seed;
 the multiple lets a task whose seed is slow (attention prefill under the CPU
 interpreter: 2.5 s a step) keep that margin over machine load (a shared host
 stretches a step threefold) and over a candidate slower than the seed, while a
-hang is still reported within about half a minute. Compilation is not a
+hang is still reported within about half a minute. A reference file (KernelBench's
+``Model``) has no seed: its own first step (the file's import, ``get_inputs()`` at the
+problem's size and one ``Model`` call) is timed as the job begins, and the call
+budget is the same multiple of it where that is more than the floor (a problem whose
+inputs are several GB takes seconds a step before any kernel runs). Compilation is not a
 call's work: the clock stops while Triton compiles (``COMPILE_S`` per kernel)
 and while a compiler process (a native build through ``load_inline``,
 FlashInfer's JIT) runs in the worker's process group (``COMPILER_CAP_S`` per
@@ -25,6 +29,7 @@ step).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -99,6 +104,7 @@ class Budgets:
     device: str
     call_s: float
     seed_call_s: float | None = None
+    reference_step_s: float | None = None  # a reference file's own first step, timed
     import_s: float = IMPORT_S
     static_s: float = STATIC_S
     harness_s: float = HARNESS_S
@@ -112,7 +118,17 @@ class Budgets:
         call = CALL_FLOOR_S if seed is None else max(CALL_FLOOR_S, CALL_MULTIPLE * seed)
         return cls(task, device, float(math.ceil(call)), seed)
 
+    def with_reference_step(self, seconds: float) -> Budgets:
+        """These budgets once the reference file's own first step took ``seconds``."""
+        call = max(self.call_s, float(math.ceil(CALL_MULTIPLE * seconds)))
+        return dataclasses.replace(self, call_s=call, reference_step_s=seconds)
+
     def _call_basis(self) -> str:
+        if self.reference_step_s is not None and CALL_MULTIPLE * self.reference_step_s > CALL_FLOOR_S:
+            return (
+                f"budget {self.call_s:.0f} s per kernel call, {CALL_MULTIPLE:.0f}x the reference's own first "
+                f"step ({self.reference_step_s:.1f} s: its import, get_inputs() and one Model call)"
+            )
         if self.seed_call_s is None:
             return f"budget {self.call_s:.0f} s per kernel call, the minimum"
         scaled = CALL_MULTIPLE * self.seed_call_s

@@ -77,6 +77,7 @@ class JobClock:
         self.started = now
         self.cap = now + (fixed_s if fixed_s is not None else budgets.job_cap_s)
         self.stage = "static"
+        self.stage_started = now
         # The longest a kernel-call step took (compilation aside): what the call budget bounds.
         self.slowest_call_s = 0.0
         self.per_call = False
@@ -108,7 +109,11 @@ class JobClock:
     def note(self, kind: str, value: Any, now: float) -> None:
         """One progress message from the worker."""
         if kind == "stage":
+            if self.stage == "reference" and self.fixed_s is None:
+                # The reference file's own first step: per-call budgets scale with it from here on.
+                self.budgets = self.budgets.with_reference_step(now - self.stage_started - self.paused)
             self.stage = str(value)
+            self.stage_started = now
             self._begin(now, "call")
         elif kind == "step":
             self._begin(now, "harness" if value == "harness" else "call")
