@@ -132,6 +132,25 @@ def test_the_full_gate_rejects_the_half_branch_and_clears_an_exact_upcast(tmp_pa
     assert [f.severity for f in upcast.findings] == ["cleared", "cleared"]
 
 
+HALF_BY_EXPRESSION = """
+    x = x.to(torch.float16) if batch >= 32 else x
+"""
+FLOAT_BY_EXPRESSION = HALF_BY_EXPRESSION.replace("x.to(torch.float16)", "x.float()")
+
+
+def test_a_conditional_expression_is_settled_like_the_branch(tmp_path: Path) -> None:
+    """``x.half() if batch >= 32 else x`` before a launch carries its expression as a branch: the full
+    gate runs both sides, rejects the half one and clears an upcast that changes no bits."""
+    violations, _ = run_static(_write(tmp_path, HALF_BY_EXPRESSION), get_task("rmsnorm"))
+    assert [(f.rule, f.protected) for f in violations] == [("precision_from_batch", "x_ptr")]
+    assert all(confirmable(f) for f in violations)
+    half = nodice.check(_write(tmp_path, HALF_BY_EXPRESSION, "half.py"), "rmsnorm", device="cpu", seed=1)
+    assert half.verdict == "bi_violation" and half.reason.startswith("dynamic:")
+    upcast = nodice.check(_write(tmp_path, FLOAT_BY_EXPRESSION, "upcast.py"), "rmsnorm", device="cpu", seed=1)
+    assert upcast.verdict == "pass", upcast.reason
+    assert [f.severity for f in upcast.findings] == ["cleared"]
+
+
 def test_a_cast_for_every_batch_is_the_guards_verdict_not_the_static_stage(tmp_path: Path) -> None:
     """Not batch-dependent, so no static finding; the precision guard calls it a downgrade."""
     from nodice.loader import load_kernel

@@ -67,6 +67,20 @@ def if_branch(mod: ModuleInfo, s: ast.If) -> dict[str, Any] | None:
     }
 
 
+def ifexp_branch(mod: ModuleInfo, e: ast.IfExp) -> dict[str, Any] | None:
+    """A conditional expression, watched as an ``if``: its body is the ``taken`` side."""
+    where = _where(mod, e)
+    if where is None:
+        return None
+    return where | {
+        "kind": "if",
+        "test": span([e.test]),
+        "statement": span([e]),
+        "taken": span([e.body]),
+        "orelse": span([e.orelse]),
+    }
+
+
 def try_branch(mod: ModuleInfo, s: ast.Try, handler: ast.ExceptHandler) -> dict[str, Any] | None:
     """A ``try`` whose body raises for some batches: the tried side and the handler's side."""
     where = _where(mod, s)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import nodice.gate.static.per_sample as per_sample
 import nodice.gate.static.tiles as tiles
+from nodice.gate.static.branches import ifexp_branch
 from nodice.gate.static.pins import short_circuit, truth
 from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
 from nodice.gate.static.values import (
@@ -261,6 +262,7 @@ class ExprMixin:
             # batch-dependent ``if`` that converts on one side (``gate.static.precision``).
             sides = " or ".join(sorted(d or "as given" for d in (body.dtype, orelse.dtype)))
             step = self.step(node, f"batch-dependent choice: a tensor {sides}, {DTYPE_FROM_BATCH}")
+            self.an.dtype_branches.setdefault(step, ifexp_branch(self.mod, node))
             return out.retrace(dtype_step(cond.taint, step))
         if cond.taint is not None:
             out = (
