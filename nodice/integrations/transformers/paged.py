@@ -97,7 +97,9 @@ def paged_nodice_attention(
         _prefill(ks, step, layer, prefill, new_k, new_v)
     decode = [i for i, d in enumerate(decoding) if d]
     if decode:
-        _decode(ks, step, layer, decode, cache.block_size)
+        whole = _decode(ks, step, layer, decode, cache.block_size)
+        if whole is not None:
+            return whole.unsqueeze(0), None
     return out.unsqueeze(0), None
 
 
@@ -211,8 +213,12 @@ def _prefill(
         out.index_copy_(0, rows, o)
 
 
-def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: int) -> None:
-    """The paged ``attention_decode`` kernel for the chosen requests' one generated token each."""
+def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: int) -> torch.Tensor | None:
+    """The paged ``attention_decode`` kernel for the chosen requests' one generated token each.
+
+    When every token of the step is one of them, in order (a step of decoding requests only), the
+    kernel's output is the layer's output and is returned: no gather of the queries, no scatter of
+    the result. Otherwise it is written into ``layer.out`` and None returned."""
     q_tok, k_pool, v_pool, reads = layer.q, layer.k_pool, layer.v_pool, layer.reads
     dev = q_tok.device
     reason = ks.refuse("attention_decode", q_tok, k_pool, v_pool)
@@ -221,7 +227,7 @@ def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: 
         # tokens are not read: a decoding request's context comes from the cache).
         ks.count("decode").fell_back(reason)
         _prefill(ks, step, layer, chosen, q_tok, q_tok)
-        return
+        return None
     ks.count("decode").routed += 1
     lens = [step.k_lens[i] for i in chosen]
 
@@ -236,20 +242,28 @@ def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: 
         return (reads[where] // page).to(torch.int32)
 
     table = step.tensor("block_table", block_table)
-    rows = step.tensor("decode_rows", lambda: torch.tensor([step.cu_q[i] for i in chosen], device=dev))
+    whole = len(chosen) == len(step.cu_q) - 1 == step.cu_q[-1]  # one token per request, all decoding
+    rows = (
+        None
+        if whole
+        else step.tensor("decode_rows", lambda: torch.tensor([step.cu_q[i] for i in chosen], device=dev))
+    )
     seq_lens = step.tensor("seq_lens", lambda: torch.tensor(lens, dtype=torch.int32, device=dev))
     heads, dim = k_pool.shape[1], k_pool.shape[2]
     fn = ks.fn("attention_decode")
     assert fn is not None
     o = fn(
-        q_tok.index_select(0, rows).contiguous(),
+        (q_tok if rows is None else q_tok.index_select(0, rows)).contiguous(),
         k_pool.view(-1, page, heads, dim),
         v_pool.view(-1, page, heads, dim),
         table,
         seq_lens,
         layer.scale,
     )
+    if rows is None:
+        return o
     layer.out.index_copy_(0, rows, o)
+    return None
 
 
 def _torch_paged(
