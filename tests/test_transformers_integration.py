@@ -283,3 +283,31 @@ def test_the_stock_cuda_graph_reference_asks_transformers_for_graphs_and_reports
     assert row["complete"] and row["errors"] == 0
     assert row["tokens"] == sum(r.max_new_tokens for r in reqs)
     assert row["cuda_graphs"] == [False, False]
+
+
+def test_processes_share_the_requests_alone_by_shard_and_a_later_run_reads_them_all(tmp_path: Path) -> None:
+    # On a GPU the requests alone (one per forward pass) are launch-bound: N processes each run a
+    # share, then one run reads every shard and runs only the schedules.
+    alone_dir = tmp_path / "alone"
+    args = ["bench", "e2e", "--preset", "tiny", "--layers", "1", "--requests", "3", "--phase", "invariance"]
+    args += ["-b", "nodice", "--no-sample", "--no-verify", "--alone-dir", str(alone_dir)]
+    for i in (0, 1):
+        part = CliRunner().invoke(
+            app, [*args, "--alone-shard", f"{i}/2", "--json", str(tmp_path / f"s{i}.json")]
+        )
+        assert part.exit_code == 0, part.output
+        assert f"shard {i} of 2: {2 - i} requests run" in part.output and "given-wide" not in part.output
+        report = json.loads((tmp_path / f"s{i}.json").read_text())
+        assert report["alone_shards"]["nodice"]["alone_run"] == 2 - i and report["invariance"] == {}
+    shards = sorted(p.name for p in alone_dir.iterdir())
+    assert shards == ["alone-nodice.shard-0-of-2.json", "alone-nodice.shard-1-of-2.json"]
+    whole = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "all.json")])
+    assert whole.exit_code == 0, whole.output
+    assert "3 of 3 requests read from" in whole.output and "0 to run" in whole.output
+    schedules = json.loads((tmp_path / "all.json").read_text())["invariance"]["nodice"]["schedules"]
+    assert len(schedules) >= 3
+    assert all(c["token_mismatches"] == c["logit_mismatches"] == c["errors"] == 0 for c in schedules.values())
+    for bad, why in (("2/2", "expected I/N"), ("0/2 --phase tax", "--phase invariance alone")):
+        extra = bad.split()
+        out = CliRunner().invoke(app, [*args, "--alone-shard", *extra])
+        assert out.exit_code == 2 and why in out.output, out.output

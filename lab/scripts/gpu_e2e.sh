@@ -23,7 +23,8 @@
 #               tax") picks the phases, TAX_EXTRA adds options (e.g. "--concurrency 32 --no-verify"). On a GPU the tax also times paged|sdpa+cuda-graphs.
 # All 32 layers alone take longer than one call: ALONE_DIR keeps the requests-alone outcomes
 # (`nodice bench e2e --alone-dir`); the same command again on the warm machine (or with the folder
-# carried back) runs only the requests still missing, then the schedules. E.g., call after call:
+# carried back) runs only the requests still missing, then the schedules; ALONE_SHARDS=N runs the
+# requests alone in N processes side by side first (not yet measured on a GPU). E.g., call after call:
 #   ONLY=invariance INV_LAYERS=32 INV_SECONDS=560 ALONE_DIR=/tmp/nodice-alone OUT=... lab/scripts/gpu_e2e.sh
 # Needs transformers 5.17 in the image (no wheel is carried). BUDGET bounds the call (default 570 s).
 set -uo pipefail
@@ -55,15 +56,21 @@ if [ "$tiny" = 1 ]; then
   tax_s=300
 else
   inv_args="--preset 8b --layers ${INV_LAYERS:-2} --control-requests ${CONTROL:-8} --device cuda"
-  [ -n "${ALONE_DIR:-}" ] && inv_args="$inv_args --alone-dir $ALONE_DIR"
   tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda --tax-timeout ${TAX_RUN_SECONDS:-75} ${TAX_EXTRA:-}"
   inv_s=${INV_SECONDS:-330}
   tax_s=${TAX_SECONDS:-235}
 fi
+[ -n "${ALONE_DIR:-}" ] && inv_args="$inv_args --alone-dir $ALONE_DIR"
+# ALONE_SHARDS=N (with ALONE_DIR): N processes first run the requests alone side by side
+# (`--alone-shard i/N`, unverified kernels: the run after them gates them and reads what they stored).
+shards=""
+if [ -n "${ALONE_SHARDS:-}" ] && [ -n "${ALONE_DIR:-}" ]; then
+  shards="for i in \$(seq 0 $((ALONE_SHARDS - 1))); do python3 -m nodice bench e2e $inv_args --phase invariance --no-verify --alone-shard \$i/$ALONE_SHARDS --json \$RUN/shard\$i.json > \$RUN/shard\$i.log 2>&1 & done; wait;"
+fi
 tax_phases=""
 for p in ${TAX_PHASES:-forward profile tax}; do tax_phases="$tax_phases --phase $p"; done
 BUDGET=${BUDGET:-570} bench/gpu/run_many.sh \
-  "invariance=$inv_s=python3 -m nodice bench e2e $inv_args --phase invariance --json \$RUN/e2e.json --markdown \$RUN/e2e.md" \
+  "invariance=$inv_s=$shards python3 -m nodice bench e2e $inv_args --phase invariance --json \$RUN/e2e.json --markdown \$RUN/e2e.md" \
   "tax=$tax_s=python3 -m nodice bench e2e $tax_args $tax_phases --no-sample --json \$RUN/e2e.json --markdown \$RUN/e2e.md"
 cat "$OUT/run_many.log"
 [ -n "${ALONE_DIR:-}" ] && [ -d "$ALONE_DIR" ] && cp -r "$ALONE_DIR" "$OUT/alone"

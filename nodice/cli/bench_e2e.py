@@ -66,6 +66,14 @@ def e2e(
             "reads them and runs only the requests missing (a long run over several time-limited calls)"
         ),
     ] = None,
+    alone_shard: Annotated[
+        str | None,
+        typer.Option(
+            metavar="I/N",
+            help="with --alone-dir and the invariance phase: run only requests I, I+N, … alone and store "
+            "them (N such processes share the work on one GPU; a run without it then reads them all)",
+        ),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the report here, after every phase")
     ] = None,
@@ -90,6 +98,14 @@ def e2e(
     phases = tuple(phase or PHASES)
     if alone_dir is not None and alone_dir.exists() and not alone_dir.is_dir():
         fail(f"--alone-dir {alone_dir}: not a folder")
+    shard = None
+    if alone_shard is not None:
+        i, _, n = alone_shard.partition("/")
+        if not (i.isdigit() and n.isdigit() and 0 <= int(i) < int(n)):
+            fail(f"--alone-shard {alone_shard}: expected I/N with 0 <= I < N")
+        if alone_dir is None or phases != ("invariance",):
+            fail("--alone-shard runs requests alone only: give --alone-dir and --phase invariance alone")
+        shard = (int(i), int(n))
     unknown = [p for p in phases if p not in PHASES]
     if unknown:
         fail(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
@@ -125,6 +141,7 @@ def e2e(
             control_requests=control_requests,
             tax_timeout_s=tax_timeout,
             alone_dir=alone_dir,
+            alone_shard=shard,
             say=lambda line: err.print(
                 f"[{time.monotonic() - t0:7.1f} s] {line}", markup=False, highlight=False
             ),

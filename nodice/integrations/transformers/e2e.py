@@ -197,22 +197,34 @@ def compare(alone: dict[str, Outcome], batched: dict[str, Outcome]) -> Compariso
 class AloneStore:
     """The requests-alone outcomes of one (preset, seed, backend, sampling) kept in a JSON file, so
     that a run cut short (a GPU call's time limit) keeps the requests it finished and a later run
-    computes only the rest. A file written for other settings is set aside, never mixed in."""
+    computes only the rest. A file written for other settings is set aside, never mixed in.
 
-    def __init__(self, path: Path, key: dict[str, Any]) -> None:
-        self.path, self.key = path, key
+    ``shard`` (``(i, n)``): this process runs its share of the requests alone, beside others on the
+    same GPU, and writes ``<name>.shard-i-of-n.json``; every store reads the shard files beside its
+    own file too (a request alone gives the same bits in any process)."""
+
+    def __init__(self, path: Path, key: dict[str, Any], shard: tuple[int, int] | None = None) -> None:
+        self.key = key
+        self.path = (
+            path if shard is None else path.with_name(f"{path.stem}.shard-{shard[0]}-of-{shard[1]}.json")
+        )
         self.outcomes: dict[str, Outcome] = {}
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-            except ValueError:
-                data = {}
-            if data.get("key") == key:
-                self.outcomes = {
-                    rid: Outcome(tuple(o["tokens"]), tuple(o["logits"]), o.get("error", ""))
-                    for rid, o in data.get("outcomes", {}).items()
-                    if not o.get("error")
-                }
+        for f in [path, *sorted(path.parent.glob(f"{path.stem}.shard-*.json"))]:
+            self.outcomes.update(self._read(f, key))
+
+    @staticmethod
+    def _read(path: Path, key: dict[str, Any]) -> dict[str, Outcome]:
+        try:
+            data = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            data = {}
+        if data.get("key") != key:
+            return {}
+        return {
+            rid: Outcome(tuple(o["tokens"]), tuple(o["logits"]), o.get("error", ""))
+            for rid, o in data.get("outcomes", {}).items()
+            if not o.get("error")
+        }
 
     def add(self, outcomes: dict[str, Outcome]) -> None:
         self.outcomes.update({rid: o for rid, o in outcomes.items() if not o.error})
@@ -250,11 +262,14 @@ def invariance(
     say: Callable[[str], None] = print,
     store: AloneStore | None = None,
     chunk: int = 8,
+    shard: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Every request alone, then every schedule; the comparison of each schedule with the requests alone.
 
     With ``store``, requests already run alone (by an earlier run with the same settings) are read
-    from it, the others run ``chunk`` at a time and are added to it after each chunk."""
+    from it, the others run ``chunk`` at a time and are added to it after each chunk. With ``shard``
+    (``(i, n)``), only the requests at positions i, i + n, … still missing run alone, and no schedule
+    runs: several processes share the requests-alone work, and a later run reads what they stored."""
     widest = max(preset.schedules, key=lambda s: s.max_batch_tokens)
     alone_schedule = Schedule(
         "alone", "given", max(widest.max_batch_tokens, max(len(r.prompt) for r in reqs)), 1
@@ -263,7 +278,8 @@ def invariance(
     todo = reqs
     if store is not None:
         alone = {r.request_id: store.outcomes[r.request_id] for r in reqs if r.request_id in store.outcomes}
-        todo = [r for r in reqs if r.request_id not in alone]
+        mine = reqs if shard is None else reqs[shard[0] :: shard[1]]
+        todo = [r for r in mine if r.request_id not in alone]
         if alone:
             say(f"  alone: {len(alone)} of {len(reqs)} requests read from {store.path}, {len(todo)} to run")
     # One request per forward pass (max_requests_per_batch=1), through one manager per chunk.
@@ -281,6 +297,10 @@ def invariance(
         alone.update(part)
         if store is not None:
             store.add(part)
+    if shard is not None:
+        where = store.path if store is not None else "-"
+        say(f"  alone, shard {shard[0]} of {shard[1]}: {len(todo)} requests run, stored in {where}")
+        return {"shard": list(shard), "alone_run": len(todo)}
     alone = {r.request_id: alone[r.request_id] for r in reqs}
     say(f"  alone: {sum(len(o.tokens) for o in alone.values())} tokens")
     schedules = {}
@@ -511,6 +531,7 @@ def run_e2e(
     control_requests: int | None = None,
     tax_timeout_s: float = 3600.0,
     alone_dir: Path | None = None,
+    alone_shard: tuple[int, int] | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """The whole bench; returns the report (and rewrites ``json_path`` after every phase and backend).
@@ -554,7 +575,8 @@ def run_e2e(
         if alone_dir is None:
             return None
         name = "alone-" + re.sub(r"[^A-Za-z0-9_.-]", "_", backend) + ("-sampled" if do_sample else "")
-        return AloneStore(alone_dir / f"{name}.json", alone_key(preset, these, seed, backend, do_sample))
+        key = alone_key(preset, these, seed, backend, do_sample)
+        return AloneStore(alone_dir / f"{name}.json", key, shard=alone_shard)
 
     def model_for(backend: str) -> Any:
         """The model for ``backend``, with the mode on for nodice and off for the stock backends."""
@@ -585,7 +607,8 @@ def run_e2e(
                 f"then under {len(preset.schedules)} schedules"
             )
             record = integ.record if backend == "nodice" else stock_record
-            report["invariance"][backend] = invariance(
+            section = report["invariance"] if alone_shard is None else report.setdefault("alone_shards", {})
+            section[backend] = invariance(
                 model_for(backend),
                 these,
                 preset,
@@ -593,6 +616,7 @@ def run_e2e(
                 nodice=backend == "nodice",
                 say=say,
                 store=store_for(backend, these, False),
+                shard=alone_shard,
             )
             _write(json_path, report)
         if sample and "nodice" in chosen:
@@ -600,7 +624,8 @@ def run_e2e(
                 f"invariance, nodice, sampled (temperature 0.8, top-p 0.95, a seed per request): "
                 f"{len(control)} requests"
             )
-            report["sampled"]["nodice"] = invariance(
+            section = report["sampled"] if alone_shard is None else report.setdefault("alone_shards", {})
+            section["nodice (sampled)" if alone_shard else "nodice"] = invariance(
                 model_for("nodice"),
                 control,
                 preset,
@@ -609,6 +634,7 @@ def run_e2e(
                 do_sample=True,
                 say=say,
                 store=store_for("nodice", control, True),
+                shard=alone_shard,
             )
             _write(json_path, report)
         uninstall_sampler(stock)
