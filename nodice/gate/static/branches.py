@@ -53,32 +53,34 @@ def _where(mod: ModuleInfo, node: ast.AST) -> dict[str, Any] | None:
     return {"file": mod.display, "function": fn.name, "first_line": first, "line": getattr(node, "lineno", 0)}
 
 
-def if_branch(mod: ModuleInfo, s: ast.If) -> dict[str, Any] | None:
-    """An ``if``: the side its body is (``taken``) and everything else that can follow its test."""
-    where = _where(mod, s)
-    if where is None or not s.body:
+def _if_like(
+    mod: ModuleInfo,
+    node: ast.If | ast.IfExp,
+    statement: Span,
+    test: ast.expr,
+    body: list[Any],
+    orelse: list[Any],
+) -> dict[str, Any] | None:
+    where = _where(mod, node)
+    if where is None or not body:
         return None
     return where | {
         "kind": "if",
-        "test": span([s.test]),
-        "statement": span([s]),
-        "taken": span(s.body),
-        "orelse": span(s.orelse) if s.orelse else None,
+        "test": span([test]),
+        "statement": statement,
+        "taken": span(body),
+        "orelse": span(orelse) if orelse else None,
     }
+
+
+def if_branch(mod: ModuleInfo, s: ast.If) -> dict[str, Any] | None:
+    """An ``if``: the side its body is (``taken``) and everything else that can follow its test."""
+    return _if_like(mod, s, span([s]), s.test, s.body, s.orelse)
 
 
 def ifexp_branch(mod: ModuleInfo, e: ast.IfExp) -> dict[str, Any] | None:
     """A conditional expression, watched as an ``if``: its body is the ``taken`` side."""
-    where = _where(mod, e)
-    if where is None:
-        return None
-    return where | {
-        "kind": "if",
-        "test": span([e.test]),
-        "statement": span([e]),
-        "taken": span([e.body]),
-        "orelse": span([e.orelse]),
-    }
+    return _if_like(mod, e, span([e]), e.test, [e.body], [e.orelse])
 
 
 def try_branch(mod: ModuleInfo, s: ast.Try, handler: ast.ExceptHandler) -> dict[str, Any] | None:

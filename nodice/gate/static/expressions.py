@@ -16,7 +16,7 @@ import nodice.gate.static.per_sample as per_sample
 import nodice.gate.static.tiles as tiles
 from nodice.gate.static.branches import ifexp_branch
 from nodice.gate.static.pins import short_circuit, truth
-from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_step
+from nodice.gate.static.precision import DTYPE_FROM_BATCH, dtype_sides, dtype_step
 from nodice.gate.static.values import (
     NO_CONST,
     UNKNOWN,
@@ -260,7 +260,7 @@ class ExprMixin:
         if cond.taint is not None and body.kind == orelse.kind == "tensor" and body.dtype != orelse.dtype:
             # ``x.half() if B >= 4 else x``: computed at a precision the batch chose, as after a
             # batch-dependent ``if`` that converts on one side (``gate.static.precision``).
-            sides = " or ".join(sorted(d or "as given" for d in (body.dtype, orelse.dtype)))
+            sides = dtype_sides(body, orelse)
             step = self.step(node, f"batch-dependent choice: a tensor {sides}, {DTYPE_FROM_BATCH}")
             self.an.dtype_branches.setdefault(step, ifexp_branch(self.mod, node))
             return out.retrace(dtype_step(cond.taint, step))

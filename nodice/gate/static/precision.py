@@ -33,6 +33,11 @@ def dtype_step(trace: Trace, step: str) -> Trace:
     return extend(trace, step) or (step,)
 
 
+def dtype_sides(a: V, b: V) -> str:
+    """The two dtypes a batch-dependent choice leaves a tensor in, as a trace step says them."""
+    return " or ".join(sorted(d or "as given" for d in (a.dtype, b.dtype)))
+
+
 class PrecisionMixin:
     an: Analysis
     mod: ModuleInfo
@@ -48,8 +53,7 @@ class PrecisionMixin:
             a, b = env_body[name], env_else[name]
             if a.kind != "tensor" or b.kind != "tensor" or a.dtype == b.dtype:
                 continue
-            sides = " or ".join(sorted(d or "as given" for d in (a.dtype, b.dtype)))
-            step = self.step(s, f"batch-dependent branch: {name} is {sides}, {DTYPE_FROM_BATCH}")
+            step = self.step(s, f"batch-dependent branch: {name} is {dtype_sides(a, b)}, {DTYPE_FROM_BATCH}")
             self.an.dtype_branches.setdefault(step, if_branch(self.mod, s))
             trace = dtype_step(ctrl, step)  # the branch's own step, told what it chose
             env_body[name], env_else[name] = a.retrace(trace), b.retrace(trace)
