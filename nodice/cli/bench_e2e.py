@@ -33,7 +33,7 @@ def e2e(
             "--backend",
             "-b",
             help="nodice, paged|sdpa, paged|sdpa+cuda-graphs (the tax only), paged|flash_attention_2 "
-            "(default: all installed)",
+            "(default: all installed); nodice-eager: nodice without CUDA graphs (the tax only, by name)",
         ),
     ] = None,
     phase: Annotated[
@@ -91,7 +91,7 @@ def e2e(
     except ImportError as exc:
         fail(f"nodice bench e2e needs the transformers extra (pip install 'nodice[transformers]'): {exc}")
     from nodice.gate.runtime import resolve_device
-    from nodice.integrations.transformers.e2e import STOCK, run_e2e
+    from nodice.integrations.transformers.e2e import EAGER, STOCK, run_e2e
     from nodice.integrations.transformers.table import markdown
     from nodice.integrations.transformers.workload import preset as make_preset
 
@@ -109,7 +109,7 @@ def e2e(
     unknown = [p for p in phases if p not in PHASES]
     if unknown:
         fail(f"unknown phase(s): {', '.join(unknown)} (known: {', '.join(PHASES)})")
-    known = ("nodice", *STOCK)
+    known = ("nodice", EAGER, *STOCK)
     bad = [b for b in backend or [] if b not in known]
     if bad:
         fail(f"unknown backend(s): {', '.join(bad)} (known: {', '.join(known)})")

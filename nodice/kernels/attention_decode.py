@@ -118,6 +118,8 @@ KNOBS = {
 }
 
 _COUNTERS: dict[torch.device, torch.Tensor] = {}
+# Buffers replaced by a larger one stay allocated: a CUDA graph captured with one keeps its address.
+_RETIRED: list[torch.Tensor] = []
 
 
 @triton.jit
@@ -287,6 +289,8 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     buf = _COUNTERS.get(device)
     if buf is None or buf.numel() < n:
         size = max(n, 2 * buf.numel()) if buf is not None else max(n, 4096)
+        if buf is not None:
+            _RETIRED.append(buf)
         buf = torch.zeros(size, dtype=torch.int32, device=device)
         _COUNTERS[device] = buf
     return buf

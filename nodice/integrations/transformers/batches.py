@@ -11,19 +11,24 @@ Two facts that the packing hides decide which kernel keeps a token batch-invaria
 
 The recording schedulers (registered in transformers' ``SCHEDULER_MAPPING`` as ``"nodice"`` and
 ``"nodice-prefill-first"``, and in place of ``"fifo"`` and ``"prefill_first"``) schedule exactly as
-FIFO / prefill-first do and write each batch into the :data:`LEDGER`; attention and sampling read
-the batch they are computing from it and check it against the packing. That holds while each
-step's forward is a Python call made after its batch is scheduled and before the next one is (no
-CUDA graphs, which ``paged|nodice`` refuses); where the ledger does not match the packing, every
-token goes through ``attention_varlen`` (invariant, slower for decode) and sampling says it fell
-back.
+FIFO / prefill-first do and write each batch into the :data:`LEDGER`, with one change: a step of
+one-token queries that includes a prompt's one-token chunk does not take transformers' decode fast
+path (it runs as varlen, so the prompt token goes through ``attention_varlen``).
+
+Each step's forward runs after its batch is scheduled and before the next one is. Where it runs
+as a Python call (the varlen path), attention reads the batch from the ledger and checks it
+against the packing; where the ledger does not match, every token goes through
+``attention_varlen`` (invariant, slower for decode). A decode fast-path step reads nothing from
+the ledger (it may be a CUDA graph replayed): every token in it is a generated one. Sampling
+never reads the ledger inside the forward either: the ledger hands each batch, as it is recorded,
+to the sampler, which writes the seeds of its draws into a device buffer the forward reads.
 """
 
 from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,10 +67,23 @@ class Ledger:
         self._lock = threading.Lock()
         self._batch: tuple[BatchEntry, ...] = ()
         self._drawn = False
+        self._listener: Callable[[tuple[BatchEntry, ...]], None] | None = None
+        self.generation = 0  # bumped by every recorded batch: a step's identity beside its tensors
 
     def record(self, entries: Sequence[BatchEntry]) -> None:
         with self._lock:
             self._batch, self._drawn = tuple(entries), False
+            self.generation += 1
+            listener, batch = self._listener, self._batch
+        if listener is not None:
+            listener(batch)
+
+    def listen(self, listener: Callable[[tuple[BatchEntry, ...]], None] | None) -> None:
+        """Call ``listener`` with every batch as it is recorded, before its forward runs (the sampler
+        of the running loop: it stages the batch's seeds on the device and collects the last one's
+        fingerprints)."""
+        with self._lock:
+            self._listener = listener
 
     def clear(self) -> None:
         self.record(())
@@ -79,6 +97,11 @@ class Ledger:
         ):
             return None
         return batch
+
+    def size(self) -> int:
+        """How many requests the recorded batch holds."""
+        with self._lock:
+            return len(self._batch)
 
     def take_draws(self) -> tuple[BatchEntry, ...] | None:
         """The recorded batch's requests that draw a token, once; ``None`` when no batch is recorded
@@ -110,12 +133,36 @@ def _recording(base: Any) -> Any:
 
         def schedule_batch(self, token_budget: int, cache_budget: int) -> Any:
             result = super().schedule_batch(token_budget, cache_budget)
-            LEDGER.record(_entries(result[0]) if result[0] else ())
+            entries = _entries(result[0]) if result[0] else []
+            if result[0] and result[1] and not all(e.decoding for e in entries):
+                # transformers sends a step of one-token queries down its decode fast path, a
+                # prompt's one-token chunk included; a prompt token must go through
+                # attention_varlen like the rest of its prompt, so that step runs as varlen.
+                result = _as_varlen(self, result)
+            LEDGER.record(entries)
             return result
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{base.__name__}"
     Recording._nodice_recording = True
     return Recording
+
+
+def _as_varlen(scheduler: Any, result: Any) -> Any:
+    """``result`` of ``schedule_batch`` with the decode fast path off. Its cache read was not
+    budgeted (the fast path reads through the block table); it fits the read index unless blocks
+    are shared."""
+    requests, _, num_q_tokens, max_kv_read = result
+    if max_kv_read > scheduler.cache.num_pages:
+        raise RuntimeError(
+            f"a step with a prompt's one-token chunk reads {max_kv_read} cached tokens, more than the "
+            f"{scheduler.cache.num_pages} a varlen step can: turn block sharing off"
+        )
+    return requests, False, num_q_tokens, max_kv_read
+
+
+def recording(scheduler_type: str | None) -> bool:
+    """Whether ``scheduler_type`` (a ``ContinuousBatchingConfig``'s) names a recording scheduler."""
+    return getattr(SCHEDULER_MAPPING.get(scheduler_type or "fifo"), "_nodice_recording", False) is True
 
 
 def register_schedulers() -> None:
@@ -139,9 +186,13 @@ def draw_seed(seed: int, draw: int) -> int:
 
 def logits_fingerprint(scores: torch.Tensor) -> list[int]:
     """Per row, an exact integer hash of the fp32 logits' bits (equal rows ⇒ equal hashes)."""
+    return [int(v) for v in device_fingerprint(scores).tolist()]
+
+
+def device_fingerprint(scores: torch.Tensor) -> torch.Tensor:
+    """:func:`logits_fingerprint` left on the device (int64 per row; integer sums, exact in any order)."""
     bits = scores.float().contiguous().view(torch.int32).to(torch.int64)
-    weights = _weights(scores.shape[-1], scores.device)
-    return [int(v) for v in (bits * weights).sum(dim=-1).tolist()]
+    return (bits * _weights(scores.shape[-1], scores.device)).sum(dim=-1)
 
 
 _WEIGHTS: dict[tuple[int, str], torch.Tensor] = {}

@@ -46,6 +46,21 @@ from nodice.integrations.transformers.workload import (
 # A stock backend with this suffix runs with transformers' CUDA graphs forced on (``use_cuda_graph``).
 GRAPHS = "+cuda-graphs"
 STOCK = ("paged|sdpa", "paged|sdpa" + GRAPHS, "paged|flash_attention_2")
+# nodice with no CUDA graph (each decode step launched from Python): asked for by name, for the tax
+# and the profile, to show what the graphs of its decode steps are worth.
+EAGER = "nodice-eager"
+
+
+def is_nodice(backend: str) -> bool:
+    return backend in ("nodice", EAGER)
+
+
+def graph_setting(backend: str) -> bool | None:
+    """``cuda_graphs`` for a backend's runs: None is the default (nodice: decode steps as graphs where
+    CUDA is; a stock backend: transformers' heuristic), True forces graphs on, False keeps them off."""
+    if backend == EAGER:
+        return False
+    return True if backend.endswith(GRAPHS) else None
 
 
 def attn_implementation(backend: str) -> str:
@@ -89,7 +104,7 @@ def available_backends(device: str) -> list[str]:
 
 
 def _config(
-    preset: Preset, schedule: Schedule, *, record: bool, nodice: bool, cuda_graphs: bool = False
+    preset: Preset, schedule: Schedule, *, record: bool, nodice: bool, cuda_graphs: bool | None = None
 ) -> Any:
     over: dict[str, Any] = {
         "block_size": preset.block_size,
@@ -98,7 +113,10 @@ def _config(
         "max_requests_per_batch": schedule.max_requests_per_batch,
     }
     if nodice or record:
-        return continuous_batching_config(scheduler_type=schedule.scheduler, **over)
+        # nodice: decode steps as CUDA graphs where CUDA is (unless False); a recorded stock run stays eager.
+        return continuous_batching_config(
+            scheduler_type=schedule.scheduler, cuda_graphs=cuda_graphs if nodice else False, **over
+        )
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     if cuda_graphs:
@@ -119,7 +137,7 @@ def generate(
     do_sample: bool = False,
     timestamps: bool = False,
     timeout_s: float = 3600.0,
-    cuda_graphs: bool = False,
+    cuda_graphs: bool | None = None,
     settings: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Outcome], dict[str, list[float]]]:
     """Run ``reqs`` (in this arrival order) through ``generate_batch``'s manager; outcomes by request id.
@@ -326,7 +344,7 @@ def throughput(
     *,
     nodice: bool,
     timeout_s: float = 3600.0,
-    cuda_graphs: bool = False,
+    cuda_graphs: bool | None = None,
 ) -> dict[str, Any]:
     """Generated tokens per second and the median time between two tokens of a request, at ``concurrency``.
 
@@ -475,7 +493,7 @@ def profile_generate(
     concurrency: int,
     *,
     nodice: bool,
-    cuda_graphs: bool = False,
+    cuda_graphs: bool | None = None,
 ) -> dict[str, Any]:
     """Kernel-time breakdown of a short ``generate_batch`` run (after an untimed one): kernels vs wall."""
     dev = next(model.parameters()).device
@@ -580,7 +598,7 @@ def run_e2e(
 
     def model_for(backend: str) -> Any:
         """The model for ``backend``, with the mode on for nodice and off for the stock backends."""
-        if backend == "nodice":
+        if is_nodice(backend):
             integ.resume()
             return ours
         integ.suspend()
@@ -593,14 +611,12 @@ def run_e2e(
     if "invariance" in phases:
         _install_sampler(stock, None, seed, stock_record)
         # The CUDA-graph variant of a stock backend is a speed reference (the invariance runs record
-        # every batch through nodice's scheduler, which runs without graphs): its control is the
-        # backend without them.
-        for backend in [b for b in chosen if graphs(b)]:
-            say(
-                f"invariance, {backend}: not measured "
-                f"(a speed reference; {attn_implementation(backend)} is the control)"
-            )
-        for backend in [b for b in chosen if not graphs(b)]:
+        # every batch through nodice's scheduler, and a recorded stock run stays eager): its control
+        # is the backend without them. nodice-eager is nodice without its graphs, a speed reference.
+        for backend in [b for b in chosen if graphs(b) or b == EAGER]:
+            control_of = "nodice" if backend == EAGER else attn_implementation(backend)
+            say(f"invariance, {backend}: not measured (a speed reference; {control_of} is measured)")
+        for backend in [b for b in chosen if not graphs(b) and b != EAGER]:
             these = reqs if backend == "nodice" else control
             say(
                 f"invariance, {backend}: {len(these)} requests alone, "
@@ -664,8 +680,8 @@ def run_e2e(
                 gen_reqs,
                 preset,
                 c,
-                nodice=backend == "nodice",
-                cuda_graphs=graphs(backend),
+                nodice=is_nodice(backend),
+                cuda_graphs=graph_setting(backend),
             )
             prof["mix"], prof["concurrency"] = mix.name, c
             report["profile"]["generate"][backend] = prof
@@ -679,10 +695,16 @@ def run_e2e(
                 for backend in chosen:
                     # Untimed first: kernels compiled for this mix's shapes, the manager's buffers.
                     warm = [replace(r, max_new_tokens=min(r.max_new_tokens, 8)) for r in mix_reqs[:c]]
-                    on = {"nodice": backend == "nodice", "cuda_graphs": graphs(backend)}
-                    throughput(model_for(backend), warm, preset, c, **on)
+                    mine, setting = is_nodice(backend), graph_setting(backend)
+                    throughput(model_for(backend), warm, preset, c, nodice=mine, cuda_graphs=setting)
                     row[backend] = throughput(
-                        model_for(backend), mix_reqs, preset, c, timeout_s=tax_timeout_s, **on
+                        model_for(backend),
+                        mix_reqs,
+                        preset,
+                        c,
+                        nodice=mine,
+                        timeout_s=tax_timeout_s,
+                        cuda_graphs=setting,
                     )
                     say(
                         f"tax, {mix.name}, concurrency {c}, {backend}: "

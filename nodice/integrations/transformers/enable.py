@@ -211,13 +211,25 @@ def uninstall_sampler(model: Any) -> None:
         del model._nodice_original_logits_processor
 
 
-def continuous_batching_config(**overrides: Any) -> ContinuousBatchingConfig:
-    """A ``ContinuousBatchingConfig`` for nodice: its recording scheduler, no CUDA graphs, synchronous."""
+def continuous_batching_config(
+    *, cuda_graphs: bool | None = None, **overrides: Any
+) -> ContinuousBatchingConfig:
+    """A ``ContinuousBatchingConfig`` for nodice: its recording scheduler, synchronous, and on CUDA
+    (``cuda_graphs`` None: where CUDA is available) each decode step as a CUDA graph.
+
+    Graphs cover the decode path only (transformers' decode fast path, a block table per request):
+    the varlen path reads the step's lengths on the host and runs eagerly. transformers pads every
+    step's inputs once any path is graphed; the padding intervals are 1 so that an eager varlen
+    step computes no padding rows (a decode step is still padded to a power of two, the batch
+    sizes it captures)."""
+    graphs = torch.cuda.is_available() if cuda_graphs is None else cuda_graphs
     settings: dict[str, Any] = {
         "scheduler_type": "nodice",
-        "use_cuda_graph": False,
+        "use_cuda_graph": (False, True) if graphs else False,
         "use_async_batching": False,
     }
+    if graphs:
+        settings.update(q_padding_interval_size=1, kv_padding_interval_size=1)
     settings.update(overrides)
     return ContinuousBatchingConfig(**settings)
 
@@ -281,7 +293,10 @@ def enable(
         moe_blocks=moe_routed,
         moe_kept=moe_kept,
         mode=mode.report,
-        scheduler="nodice scheduler (FIFO order, batches recorded), no CUDA graphs, synchronous"
+        scheduler=(
+            "nodice scheduler (FIFO order, batches recorded), synchronous, "
+            + ("decode steps as CUDA graphs" if torch.cuda.is_available() else "no CUDA graphs")
+        )
         if gap is None
         else "transformers' own",
         sampler=(

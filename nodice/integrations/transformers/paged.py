@@ -15,6 +15,15 @@ context (``read_index``). The call writes the new keys and values into the cache
   kernel, straight over the cache pages (a block table built from ``read_index``), with its
   split size fixed by the request's own length.
 
+A step of decoding requests only comes the way transformers' decode fast path sends it (nodice
+turns that path on for ``paged|nodice``, see :mod:`~nodice.integrations.transformers.registry`):
+a block table per request and the key lengths on the device, and nothing on the host. Such a
+step writes the new keys and values through the block table and runs the same
+``attention_decode`` kernel, whose grid follows the table's width and whose split count each
+program reads from its own request's length: no host sync, so transformers can capture the step
+as a CUDA graph and replay it for any requests of that padded batch size. The bits are those of
+the ledger path (same kernel, same split rule; only addresses and idle programs differ).
+
 A token is never sent to the other kernel because of what else is in the step. Without the
 ledger (asynchronous batching, another scheduler) generated tokens go through
 ``attention_varlen`` too: still invariant, slower. Calls the kernels do not cover (a dtype or
@@ -39,13 +48,19 @@ class PagedAttentionError(ValueError):
     """``paged|nodice`` was called where it cannot run (no paged cache, a CUDA graph, a sliding window)."""
 
 
-def _check(module: Any, cache: Any, q: torch.Tensor) -> None:
+def _check(module: Any, cache: Any, q: torch.Tensor, *, table: bool = False) -> None:
     if cache is None:
         raise PagedAttentionError("paged|nodice needs the paged cache of continuous batching (use 'nodice')")
     if getattr(module, "sliding_window", None):
         raise PagedAttentionError("paged|nodice does not cover sliding-window attention")
-    if q.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise PagedAttentionError("paged|nodice cannot run in a CUDA graph: set use_cuda_graph=False")
+    if not table and _capturing(q):
+        raise PagedAttentionError(
+            "paged|nodice captures decode steps only (the block-table path): use_cuda_graph=(False, True)"
+        )
+
+
+def _capturing(t: torch.Tensor) -> bool:
+    return t.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 def _single(value: Any) -> Any:
@@ -66,9 +81,12 @@ def paged_nodice_attention(
     max_seqlen_k: Any = 0,
     read_index: list[torch.Tensor] | None = None,
     write_index: list[torch.Tensor] | None = None,
+    block_table: torch.Tensor | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    _check(module, cache, q)
+    _check(module, cache, q, table=block_table is not None)
+    if block_table is not None:
+        return _decode_step(module, q, k, v, cache, _single(cu_seq_lens_k), block_table).unsqueeze(0), None
     assert cu_seq_lens_q is not None and read_index is not None and write_index is not None
     ks = kernels_for(q.device)
     group, in_group = cache.layer_index_to_group_indices[module.layer_idx]
@@ -136,16 +154,24 @@ _LAST: list[tuple[tuple[int, ...], _Step]] = []
 
 
 def _step(cu_seq_lens_q: torch.Tensor, cu_seq_lens_k: torch.Tensor, reads: torch.Tensor) -> _Step:
-    """This forward's step, from the first layer's call; the tensors' storage and version identify it."""
-    key = tuple(
-        v for t in (cu_seq_lens_q, cu_seq_lens_k, reads) for v in (t.data_ptr(), t._version, t.numel())
-    )
+    """This forward's step, from the first layer's call; the tensors' storage and version identify it,
+    with the ledger's count of scheduled batches (a later loop's tensors may reuse the addresses and
+    reach the same versions)."""
+    tensors = (cu_seq_lens_q, cu_seq_lens_k, reads)
+    key = (LEDGER.generation, *(v for t in tensors for v in (t.data_ptr(), t._version, t.numel())))
     if _LAST and _LAST[0][0] == key:
         return _LAST[0][1]
     cu_q = [int(x) for x in cu_seq_lens_q.tolist()]
     cu_k = [int(x) for x in cu_seq_lens_k.tolist()]
     q_lens = [b - a for a, b in itertools.pairwise(cu_q)]
     batch = LEDGER.batch_for(q_lens)
+    real = LEDGER.size()
+    if batch is None and 0 < real < len(q_lens) and not any(q_lens[real:]):
+        # Padded inputs (transformers pads when any path runs as a CUDA graph): sequences past the
+        # scheduled ones are empty; they are dropped, and the tokens past them get no output.
+        batch = LEDGER.batch_for(q_lens[:real])
+        if batch is not None:
+            cu_q, cu_k, q_lens = cu_q[: real + 1], cu_k[: real + 1], q_lens[:real]
     decoding = [batch is not None and batch[i].decoding and q_lens[i] == 1 for i in range(len(q_lens))]
     step = _Step(cu_q, cu_k, [b - a for a, b in itertools.pairwise(cu_k)], decoding)
     _LAST[:] = [(key, step)]
@@ -173,7 +199,7 @@ def _prefill(
     ks.count("prefill").routed += 1
     q_lens = [cu_q[i + 1] - cu_q[i] for i in chosen]
     k_lens = [cu_k[i + 1] - cu_k[i] for i in chosen]
-    every = len(chosen) == len(cu_q) - 1
+    every = len(chosen) == len(cu_q) - 1 and cu_q[-1] == q_tok.shape[0]  # every token, no padding rows
     which = tuple(chosen)
     rows = (
         None
@@ -242,7 +268,8 @@ def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: 
         return (reads[where] // page).to(torch.int32)
 
     table = step.tensor("block_table", block_table)
-    whole = len(chosen) == len(step.cu_q) - 1 == step.cu_q[-1]  # one token per request, all decoding
+    # One token per request, all decoding, and no padding tokens after them.
+    whole = len(chosen) == len(step.cu_q) - 1 == step.cu_q[-1] == q_tok.shape[0]
     rows = (
         None
         if whole
@@ -264,6 +291,90 @@ def _decode(ks: KernelSet, step: _Step, layer: _Layer, chosen: list[int], page: 
         return o
     layer.out.index_copy_(0, rows, o)
     return None
+
+
+def _decode_step(
+    module: Any,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cache: Any,
+    cu_seq_lens_k: torch.Tensor,
+    block_table: torch.Tensor,
+) -> torch.Tensor:
+    """A step of decoding requests only, as transformers' decode fast path hands it over: one new
+    token per request, ``block_table[group]`` ``[requests, blocks]`` (``-1`` past a request's
+    blocks and on padding rows) and the key lengths as cumulative sums on the device, padding
+    requests adding none. Nothing is read on the host, so the step can be captured."""
+    ks = kernels_for(q.device)
+    group, in_group = cache.layer_index_to_group_indices[module.layer_idx]
+    k_pool, v_pool = cache.key_cache[in_group], cache.value_cache[in_group]  # [slots, Hkv, D]
+    page = cache.block_size
+    scale = float(getattr(module, "scaling", q.shape[-1] ** -0.5))
+    q_tok = q[0].transpose(0, 1)  # [B, Hq, D]: B tokens, one per request (padded)
+    new_k, new_v = k[0].transpose(0, 1), v[0].transpose(0, 1)
+    table = block_table[group]
+    n_req = table.shape[0]
+    lens = (cu_seq_lens_k[1 : n_req + 1] - cu_seq_lens_k[:n_req]).to(torch.int32)  # the new token included
+    # The new token's slot: its request's page at position len - 1; padding writes to the trash.
+    pos = (lens - 1).clamp(min=0).to(torch.int64)
+    block = table.gather(1, (pos // page).unsqueeze(1)).squeeze(1).to(torch.int64)
+    slot = torch.where((lens > 0) & (block >= 0), block * page + pos % page, cache.write_trash_index)
+    if q_tok.shape[0] > n_req:  # more padded tokens than requests: theirs go to the trash too
+        slot = torch.cat([slot, slot.new_full((q_tok.shape[0] - n_req,), cache.write_trash_index)])
+    k_pool.index_copy_(0, slot, new_k)
+    v_pool.index_copy_(0, slot, new_v)
+    reason = ks.refuse("attention_decode", q_tok, k_pool, v_pool)
+    stats = ks.count("decode_table")
+    if reason is not None:
+        if _capturing(q):
+            raise PagedAttentionError(f"paged|nodice cannot capture this decode step: {reason}")
+        stats.fell_back(reason)
+        return _torch_table(q_tok, k_pool, v_pool, table, lens, page, scale)
+    stats.routed += 1
+    heads, dim = k_pool.shape[1], k_pool.shape[2]
+    fn = ks.fn("attention_decode")
+    assert fn is not None
+    o: torch.Tensor = fn(
+        q_tok[:n_req].contiguous(),
+        k_pool.view(-1, page, heads, dim),
+        v_pool.view(-1, page, heads, dim),
+        table.contiguous(),
+        lens,
+        scale,
+    )
+    # Padding requests (length 0) get no program's output; their rows are never read.
+    if q_tok.shape[0] > n_req:
+        o = torch.cat([o, o.new_zeros((q_tok.shape[0] - n_req, *o.shape[1:]))])
+    return o
+
+
+def _torch_table(
+    q_tok: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    table: torch.Tensor,
+    lens: torch.Tensor,
+    page: int,
+    scale: float,
+) -> torch.Tensor:
+    """Request by request with SDPA over the slots the block table names: for what no kernel takes."""
+    out = torch.zeros_like(q_tok)
+    for i, n in enumerate(int(x) for x in lens.tolist()):
+        if n <= 0:
+            continue
+        blocks = table[i, : -(-n // page)].to(torch.int64)
+        slots = (blocks.unsqueeze(1) * page + torch.arange(page, device=table.device)).flatten()[:n]
+        keys, values = k_pool.index_select(0, slots), v_pool.index_select(0, slots)
+        o = F.scaled_dot_product_attention(
+            q_tok[i : i + 1].transpose(0, 1).unsqueeze(0),
+            keys.transpose(0, 1).unsqueeze(0),
+            values.transpose(0, 1).unsqueeze(0),
+            scale=scale,
+            enable_gqa=True,
+        )
+        out[i] = o[0, :, 0]
+    return out
 
 
 def _torch_paged(

@@ -11,18 +11,31 @@ the scores alone (``argmax`` is exact per row).
 
 It can also record, per request and draw, an exact fingerprint of the raw logits, for
 ``nodice bench e2e`` to compare bit for bit.
+
+Nothing in the call reads the host: a step may be a CUDA graph, captured once and replayed for
+other requests. The ledger hands the sampler each batch as it is scheduled; the sampler then
+writes that batch's draw seeds into a device buffer the call reads (row i: the i-th request that
+draws), and reads the previous step's fingerprints out of another (at the next batch, or when the
+record is read).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from transformers import LogitsProcessor
 
-from nodice.integrations.transformers.batches import LEDGER, draw_seed, logits_fingerprint, request_seed
+from nodice.integrations.transformers.batches import (
+    LEDGER,
+    BatchEntry,
+    device_fingerprint,
+    draw_seed,
+    request_seed,
+)
 from nodice.integrations.transformers.kernels import KernelSet
 
 
@@ -52,11 +65,14 @@ class LogitsRecord:
 
     fingerprints: dict[str, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
     active: bool = True  # off: nothing is recorded (no device-to-host copy per step)
+    settle: Callable[[], None] | None = None  # collects the fingerprints still on the device
 
     def add(self, request_id: str, draw: int, fingerprint: int) -> None:
         self.fingerprints[request_id][draw] = fingerprint
 
     def of(self, request_id: str) -> list[int]:
+        if self.settle is not None:
+            self.settle()
         draws = self.fingerprints.get(request_id, {})
         return [draws[i] for i in sorted(draws)]
 
@@ -78,33 +94,77 @@ class NodiceSampler(LogitsProcessor):
         self.kernels = kernels
         self.seed = seed
         self.record = record
+        self._seeds: torch.Tensor | None = None  # [rows] int64: the staged batch's draw seeds
+        self._prints: torch.Tensor | None = None  # [rows] int64: the last call's fingerprints
+        self._staged: tuple[BatchEntry, ...] | None = None  # draws of the batch scheduled last
+        self._pending: tuple[BatchEntry, ...] = ()  # draws whose fingerprints are on the device
+        if record is not None:
+            record.settle = self.collect
+        LEDGER.listen(self.stage)
+
+    def stage(self, batch: tuple[BatchEntry, ...]) -> None:
+        """A batch was scheduled (before its forward): collect the last step's fingerprints, write
+        this one's seeds."""
+        self.collect()
+        draws = tuple(e for e in batch if e.has_new_token)
+        self._staged = self._pending = draws
+        self._write_seeds(draws)
+
+    def _write_seeds(self, draws: tuple[BatchEntry, ...]) -> None:
+        if self.params.do_sample and draws and self._seeds is not None:
+            seeds = [draw_seed(request_seed(e.request_id, self.seed), e.draw) for e in draws]
+            self._seeds[: len(seeds)].copy_(torch.tensor(seeds, dtype=torch.int64))
+
+    def collect(self) -> None:
+        """Move the fingerprints of the last step's draws from the device into the record."""
+        pending, self._pending = self._pending, ()
+        if not pending or self._prints is None or self.record is None or not self.record.active:
+            return
+        for entry, fp in zip(pending, self._prints[: len(pending)].tolist(), strict=True):
+            self.record.add(entry.request_id, entry.draw, int(fp))
+
+    def _buffers(self, rows: int, device: torch.device, staged: tuple[BatchEntry, ...] | None) -> None:
+        """Device buffers of at least ``rows`` rows (allocated outside a capture, then kept: a graph
+        replays with their addresses)."""
+        if self._seeds is not None and self._seeds.numel() >= rows and self._seeds.device == device:
+            return
+        if _capturing(device):
+            raise RuntimeError(f"nodice's sampler met {rows} rows first inside a CUDA graph capture")
+        size = max(rows, 1024)
+        self._seeds = torch.zeros(size, dtype=torch.int64, device=device)
+        self._prints = torch.zeros(size, dtype=torch.int64, device=device)
+        if staged:
+            self._write_seeds(staged)  # staged before the buffers existed
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        taken = LEDGER.take_draws()
-        # Rows past the drawing requests are padding (transformers keeps one row per request).
-        known = taken is not None and len(taken) <= scores.shape[0]
-        rows = taken or ()
-        n = len(rows)
-        if n == 0 and known:
-            return scores  # a step of prefill chunks only: nothing is drawn from these rows
-        if self.record is not None and self.record.active and known:
-            for entry, fp in zip(rows, logits_fingerprint(scores[:n]), strict=True):
-                self.record.add(entry.request_id, entry.draw, fp)
+        rows, dev = scores.shape[0], scores.device
+        capturing = _capturing(dev)
+        staged, self._staged = self._staged, None  # each staged batch is one forward's
+        if not capturing:
+            # Rows past the drawing requests are padding (transformers keeps one row per request).
+            if staged is not None and len(staged) > rows:
+                staged, self._pending = None, ()  # not the batch these logits belong to
+            if staged is not None and not staged:
+                return scores  # a step of prefill chunks only: nothing is drawn from these rows
+        self._buffers(rows, dev, staged)
+        assert self._seeds is not None and self._prints is not None
+        if self.record is not None and self.record.active:
+            self._prints[:rows].copy_(device_fingerprint(scores))
         if not self.params.do_sample or self.kernels is None:
             return scores
-        stats = self.kernels.count("sampling")
-        if not known:
+        if staged is None and not capturing:
             # No batch to attach seeds to: transformers' own draw (batch-dependent), said so.
-            stats.fell_back("the batch was not recorded (a scheduler other than nodice's)")
+            why = "the batch was not recorded (a scheduler other than nodice's)"
+            self.kernels.count("sampling").fell_back(why)
             return scores
-        seeds = [draw_seed(request_seed(e.request_id, self.seed), e.draw) for e in rows]
-        tokens = self._draw(scores[:n], seeds)
-        kept = scores.clone()
-        kept[:n] = float("-inf")
-        kept[:n].scatter_(1, tokens.view(-1, 1), 0.0)
+        # Every row is drawn (rows past the draws with stale seeds: never read), so that a captured
+        # step does the same for any batch it is replayed for.
+        tokens = self._draw(scores, self._seeds[:rows])
+        kept = torch.full_like(scores, float("-inf"))
+        kept.scatter_(1, tokens.view(-1, 1), 0.0)
         return kept  # type: ignore[return-value]
 
-    def _draw(self, scores: torch.Tensor, seeds: list[int]) -> torch.Tensor:
+    def _draw(self, scores: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
         assert self.kernels is not None
         stats = self.kernels.count("sampling")
         n, dev, p = scores.shape[0], scores.device, self.params
@@ -112,7 +172,6 @@ class NodiceSampler(LogitsProcessor):
         temperature = torch.full((n,), p.temperature, dtype=torch.float32, device=dev)
         top_k = torch.full((n,), p.top_k, dtype=torch.int32, device=dev)
         top_p = torch.full((n,), p.top_p, dtype=torch.float32, device=dev)
-        seed = torch.tensor(seeds, dtype=torch.int64, device=dev)
         reason = self.kernels.refuse("sampling", logits)
         if reason is None:
             stats.routed += 1
@@ -120,8 +179,14 @@ class NodiceSampler(LogitsProcessor):
             assert fn is not None
             tokens: torch.Tensor = fn(logits, temperature, top_k, top_p, seed)
             return tokens
+        if _capturing(dev):
+            raise RuntimeError(f"nodice's sampler cannot draw inside a CUDA graph: {reason}")
         stats.fell_back(reason)
-        return _torch_draw(logits, p, seeds)
+        return _torch_draw(logits, p, [int(s) for s in seed.tolist()])
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 def _torch_draw(logits: torch.Tensor, p: SamplingParams, seeds: list[int]) -> torch.Tensor:

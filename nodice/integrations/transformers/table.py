@@ -45,7 +45,7 @@ def tax_table(report: dict[str, Any]) -> list[str]:
                 + _num(row.get(b, {}).get("decode_step_ms"), 2)
                 for b in backends
             )
-            stock = [row[b]["tokens_per_s"] for b in backends if b != "nodice" and b in row]
+            stock = [row[b]["tokens_per_s"] for b in backends if not b.startswith("nodice") and b in row]
             ours = row.get("nodice", {}).get("tokens_per_s")
             ratio = _num(ours / max(stock), 3) if ours and stock and max(stock) else "–"
             lines.append(f"| {mix} | {c} | {cells} | {ratio} |")
