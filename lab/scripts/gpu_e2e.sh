@@ -26,6 +26,10 @@
 # carried back) runs only the requests still missing, then the schedules; ALONE_SHARDS=N runs the
 # requests alone in N processes side by side first (not yet measured on a GPU). E.g., call after call:
 #   ONLY=invariance INV_LAYERS=32 INV_SECONDS=560 ALONE_DIR=/tmp/nodice-alone OUT=... lab/scripts/gpu_e2e.sh
+# INV_EXTRA adds options to the invariance run (e.g. "--requests 24" for a short check).
+# nodice's decode steps run as CUDA graphs on a GPU; TAX_EXTRA="-b nodice -b nodice-eager ..." times
+# it without them too. The commit measured goes into $OUT/commit.txt (NODICE_COMMIT where the GPU
+# copy of the repository has no git history).
 # Needs transformers 5.17 in the image (no wheel is carried). BUDGET bounds the call (default 570 s).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,6 +52,7 @@ except ImportError:
     print("flash_attn: not installed (paged|flash_attention_2 not measured)")
 PY
 cat "$OUT/environment.txt"
+echo "${NODICE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}" > "$OUT/commit.txt"
 if [ "$tiny" = 1 ]; then
   common="--preset tiny --layers 1 --requests 3 --no-verify --device ${DEVICE:-cpu}"
   inv_args="$common"
@@ -55,7 +60,7 @@ if [ "$tiny" = 1 ]; then
   inv_s=300
   tax_s=300
 else
-  inv_args="--preset 8b --layers ${INV_LAYERS:-2} --control-requests ${CONTROL:-8} --device cuda"
+  inv_args="--preset 8b --layers ${INV_LAYERS:-2} --control-requests ${CONTROL:-8} --device cuda ${INV_EXTRA:-}"
   tax_args="--preset 8b --layers ${TAX_LAYERS:-32} --device cuda --tax-timeout ${TAX_RUN_SECONDS:-75} ${TAX_EXTRA:-}"
   inv_s=${INV_SECONDS:-330}
   tax_s=${TAX_SECONDS:-235}
