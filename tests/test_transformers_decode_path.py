@@ -160,3 +160,4 @@ def test_nodice_eager_is_a_tax_reference_without_graphs(tmp_path: Any) -> None:
     for mix in report["tax"].values():
         row = mix["1"]["nodice-eager"]
         assert row["complete"] and row["errors"] == 0 and row["cuda_graphs"] == [False, False]
+        assert 0 < row["decode_fast_path_steps"] < row["steps"]  # the prompts' steps are mixed

@@ -69,6 +69,8 @@ class Ledger:
         self._drawn = False
         self._listener: Callable[[tuple[BatchEntry, ...]], None] | None = None
         self.generation = 0  # bumped by every recorded batch: a step's identity beside its tensors
+        self.steps = 0  # non-empty batches scheduled by a recording scheduler
+        self.fast_steps = 0  # of them, steps sent down transformers' decode fast path
 
     def record(self, entries: Sequence[BatchEntry]) -> None:
         with self._lock:
@@ -140,6 +142,9 @@ def _recording(base: Any) -> Any:
                 # attention_varlen like the rest of its prompt, so that step runs as varlen.
                 result = _as_varlen(self, result)
             LEDGER.record(entries)
+            if result[0]:
+                LEDGER.steps += 1
+                LEDGER.fast_steps += bool(result[1])
             return result
 
     Recording.__name__ = Recording.__qualname__ = f"Recording{base.__name__}"

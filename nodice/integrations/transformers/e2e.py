@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from nodice.integrations.transformers.batches import LEDGER
 from nodice.integrations.transformers.enable import (
     Integration,
     _install_sampler,
@@ -353,6 +354,7 @@ def throughput(
     tokens_budget = max(preset.schedules, key=lambda s: s.max_batch_tokens).max_batch_tokens
     schedule = Schedule(f"c{concurrency}", "given", tokens_budget, concurrency)
     settings: dict[str, Any] = {}
+    steps, fast = LEDGER.steps, LEDGER.fast_steps
     start = time.perf_counter()
     out, stamps = generate(
         model,
@@ -379,6 +381,9 @@ def throughput(
         "errors": sum(bool(o.error) and o.error != "no result" for o in out.values()),
         "complete": all(o.error != "no result" for o in out.values()),
         "cuda_graphs": settings.get("cuda_graphs"),
+        # Steps scheduled, and of them those sent down the decode fast path (graphed where it is).
+        "steps": LEDGER.steps - steps,
+        "decode_fast_path_steps": LEDGER.fast_steps - fast,
     }
 
 
