@@ -161,3 +161,29 @@ def test_nodice_eager_is_a_tax_reference_without_graphs(tmp_path: Any) -> None:
         row = mix["1"]["nodice-eager"]
         assert row["complete"] and row["errors"] == 0 and row["cuda_graphs"] == [False, False]
         assert 0 < row["decode_fast_path_steps"] < row["steps"]  # the prompts' steps are mixed
+
+
+def test_a_decode_kernel_refusal_gives_decode_steps_the_mixed_steps_arithmetic(
+    tiny: tuple[Any, nt.Integration], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The decode kernel validated for another dtype only: a decode-only step's tokens go through
+    # the packed path, as a generated token of a mixed step does (attention_varlen), so a request
+    # stays bitwise itself whichever kind of step it decodes in.
+    from dataclasses import replace
+
+    model, integ = tiny
+    decode = integ.kernels.kernels["attention_decode"]
+    monkeypatch.setitem(integ.kernels.kernels, "attention_decode", replace(decode, dtypes=("float16",)))
+    reqs = requests(TINY.mix, 3, TINY.shape.vocab, seed=13, shared_prompt=False)
+    wide = TINY.schedules[0]
+    alone = {}
+    for r in reqs:
+        alone.update(_run(model, integ, [r], wide)[0])
+    batched, routed = _run(model, integ, reqs, wide)
+    stats = integ.stats()
+    assert stats["decode_table"].fallbacks > 0 and stats["decode"].fallbacks > 0
+    why = "float32 (attention_decode validated by the gate here: float16)"
+    assert why in stats["decode_table"].last_fallback
+    assert routed.get("decode_table", 0) == 0 and routed["prefill"] > 0
+    c = e2e.compare(alone, batched)
+    assert (c.token_mismatches, c.logit_mismatches, c.errors) == (0, 0, 0), c

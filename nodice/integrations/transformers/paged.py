@@ -330,7 +330,7 @@ def _decode_step(
         if _capturing(q):
             raise PagedAttentionError(f"paged|nodice cannot capture this decode step: {reason}")
         stats.fell_back(reason)
-        return _torch_table(q_tok, k_pool, v_pool, table, lens, page, scale)
+        return _as_packed(module, q, k, v, cache, table, lens, slot, group)
     stats.routed += 1
     heads, dim = k_pool.shape[1], k_pool.shape[2]
     fn = ks.fn("attention_decode")
@@ -349,32 +349,47 @@ def _decode_step(
     return o
 
 
-def _torch_table(
-    q_tok: torch.Tensor,
-    k_pool: torch.Tensor,
-    v_pool: torch.Tensor,
+def _as_packed(
+    module: Any,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cache: Any,
     table: torch.Tensor,
     lens: torch.Tensor,
-    page: int,
-    scale: float,
+    slot: torch.Tensor,
+    group: int,
 ) -> torch.Tensor:
-    """Request by request with SDPA over the slots the block table names: for what no kernel takes."""
-    out = torch.zeros_like(q_tok)
-    for i, n in enumerate(int(x) for x in lens.tolist()):
-        if n <= 0:
-            continue
-        blocks = table[i, : -(-n // page)].to(torch.int64)
-        slots = (blocks.unsqueeze(1) * page + torch.arange(page, device=table.device)).flatten()[:n]
-        keys, values = k_pool.index_select(0, slots), v_pool.index_select(0, slots)
-        o = F.scaled_dot_product_attention(
-            q_tok[i : i + 1].transpose(0, 1).unsqueeze(0),
-            keys.transpose(0, 1).unsqueeze(0),
-            values.transpose(0, 1).unsqueeze(0),
-            scale=scale,
-            enable_gqa=True,
-        )
-        out[i] = o[0, :, 0]
-    return out
+    """A decode step the decode kernel does not take, through the packed path with the step's
+    lengths and slots on the host: its tokens get the arithmetic a generated token gets in a mixed
+    step (outside a capture only)."""
+    page = cache.block_size
+    n = [int(x) for x in lens.tolist()]
+    real = sum(1 for x in n if x > 0)  # padding requests come last
+    reads: list[int] = []
+    for i in range(real):
+        blocks = table[i].tolist()
+        reads += [blocks[t // page] * page + t % page for t in range(n[i])]
+    dev = q.device
+    cu = torch.tensor([0, *itertools.accumulate(n[:real])], dtype=torch.int32, device=dev)
+    # The packed path reads its group's entry of each list.
+    read_index = [torch.tensor(reads, dtype=torch.int64, device=dev)] * (group + 1)
+    write_index = [slot[:real]] * (group + 1)
+    out, _ = paged_nodice_attention(
+        module,
+        q[:, :, :real],
+        k[:, :, :real],
+        v[:, :, :real],
+        None,
+        cache,
+        torch.arange(real + 1, dtype=torch.int32, device=dev),
+        cu,
+        read_index=read_index,
+        write_index=write_index,
+    )
+    full = out.new_zeros((1, q.shape[2], *out.shape[2:]))
+    full[:, :real] = out
+    return full[0]
 
 
 def _torch_paged(
