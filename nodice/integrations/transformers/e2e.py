@@ -7,7 +7,8 @@ its run alone, bit for bit. The stock backends are the negative control: their m
 counted, never assumed. The tax: generated tokens per second and the time between two tokens of
 a request at several concurrency levels, per mix (on a GPU against ``paged|sdpa+cuda-graphs`` too:
 the same backend with transformers' CUDA graphs forced on, which its heuristic leaves off where
-a mask is needed); and one forward pass timed alone (a prefill of B·S tokens, a decode step at
+a mask is needed; and, asked for by name, against ``nodice-eager``: nodice without the CUDA graphs
+of its decode steps); and one forward pass timed alone (a prefill of B·S tokens, a decode step at
 batch B) so that kernel time and the framework's overhead are told apart. The report is JSON
 (written again after every phase) and Markdown.
 """
