@@ -35,6 +35,7 @@ def tiny() -> Iterator[tuple[Any, nt.Integration]]:
 
 
 def _run(model: Any, integ: nt.Integration, reqs: list[Request], schedule: Schedule, **kw: Any) -> Any:
+    integ.resume()  # this module's kernels, whatever another test enabled since
     integ.kernels.stats.clear()
     out, _ = e2e.generate(model, reqs, TINY, schedule, record=integ.record, nodice=True, **kw)
     assert all(not o.error for o in out.values()), out

@@ -123,7 +123,10 @@ class Integration:
         self.mode.disable()
 
     def resume(self) -> None:
-        """Turn the mode back on with the same settings (verdicts already in the process)."""
+        """Turn the mode back on with the same settings (verdicts already in the process), and make
+        this integration's kernels the ones attention and sampling use on its device again (a later
+        ``enable`` in the process installs its own)."""
+        install(self.kernels)
         if not self.mode.enabled:
             self.mode = enable_batch_invariant_mode(self.kernels.device, verify=self.verify, cache=self.cache)
 
