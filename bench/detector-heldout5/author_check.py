@@ -122,6 +122,9 @@ CANDIDATES = {
     "level1_25_Swish/fixed_chunks_inplace": (
         INV, "fixed_batch_chunking", "pytorch", CPU,
         "x * sigmoid(x) on fixed chunks of 3 rows written into a preallocated output."),
+    "level1_25_Swish/triton_reciprocal_mul_by_batch": (
+        VIO, "algorithm_by_batch", "triton", CPU,
+        "Flat Triton swish computing x * (1 / (1 + exp(-x))) for batches of 16 or more and x / (1 + exp(-x)) below (constexpr switch)."),
     "level1_27_SELU_/per_tensor_fp16_scaled": (
         VIO, "batch_wide_quantization_scale", "pytorch", CPU,
         "Scales the whole tensor by its absolute max, rounds to fp16, scales back, then SELU: the scale (and so the rounding) comes from the whole batch."),
@@ -168,6 +171,9 @@ CANDIDATES = {
     "level2_12_Gemm_Multiply_LeakyReLU/pow2_padded_gemm": (
         VIO, "padding_to_batch_dependent_shape", "pytorch", CPU,
         "Pads the batch to the next power of two before one F.linear, so the GEMM shape still follows the batch."),
+    "level2_12_Gemm_Multiply_LeakyReLU/triton_fp16_intermediate_large_batch": (
+        VIO, "precision_by_batch", "triton", CPU,
+        "Padded-tile GEMM, then a Triton epilogue that rounds the GEMM output through fp16 for batches of 16 or more."),
     "level2_28_BMM_InstanceNorm_Sum_ResidualAdd_Multiply/per_sample_gemv_rownorm": (
         INV, "per_sample_gemv", "pytorch", CPU,
         "One addmv per sample, row var_mean instance norm, residual add and multiply."),
@@ -225,6 +231,9 @@ CANDIDATES = {
     "level2_94_Gemm_BiasAdd_Hardtanh_Mish_GroupNorm/group_stats_via_gemm_large_batch": (
         VIO, "algorithm_by_batch", "pytorch", CPU,
         "For batches of 4 or more the GroupNorm mean and variance are GEMMs with a block-averaging matrix; F.group_norm below."),
+    "level2_94_Gemm_BiasAdd_Hardtanh_Mish_GroupNorm/triton_atomic_group_stats_by_batch": (
+        VIO, "split_atomics_by_batch", "triton", CPU,
+        "Padded-tile GEMM, then GroupNorm sums by a Triton kernel that splits every row's groups over 4 programs (float atomic adds of per-group partials) for batches below 4 and 1 from 4 on."),
     "level2_95_Matmul_Add_Swish_Tanh_GELU_Hardtanh/per_sample_gemv_folded_add": (
         INV, "per_sample_gemv", "pytorch", CPU,
         "add_value folded into the bias, one addmv per sample, swish, tanh, GELU, hardtanh."),
