@@ -20,6 +20,7 @@ from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
 from nodice.gate.static.project import cuda_code
+from nodice.gate.thresholds import batch_thresholds, straddling
 from nodice.loader import Candidate, load_kernel, read_source
 from nodice.tasks import Task, get_task
 
@@ -210,7 +211,9 @@ def check(
             t0 = time.perf_counter()
             # A watched candidate is traced until its choices are made in each call (gate.branches).
             fn = watch.wrap(cand.fn) if watch is not None else cand.fn
-            drep = validate(t, fn, cand.path, dev, dtype, seed)
+            # Batch sizes the candidate compares its batch against, straddled (gate.thresholds).
+            contexts = t.contexts(dev) + t.threshold_contexts(dev, straddling(batch_thresholds(cand.path)))
+            drep = validate(t, fn, cand.path, dev, dtype, seed, contexts=contexts)
             mm = (
                 None
                 if drep.mismatch is not None
@@ -225,7 +228,9 @@ def check(
             while watch is not None and mm is None and drep.mismatch is None:
                 if rounds > SETTLE_ROUNDS + (SEARCH_ROUNDS if watch.uncovered() else 0):
                     break
-                drep = validate(t, fn, cand.path, dev, dtype, seed + rounds, witnesses=SETTLE_WITNESSES)
+                drep = validate(
+                    t, fn, cand.path, dev, dtype, seed + rounds, contexts=contexts, witnesses=SETTLE_WITNESSES
+                )
                 if drep.mismatch is None:
                     mm = _probe_dtypes(
                         t, fn, cand.path, dev, dtype, seed + rounds, result, SETTLE_WITNESSES, notes=False

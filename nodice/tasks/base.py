@@ -285,6 +285,11 @@ class Task(ABC):
     def contexts(self, device: torch.device) -> list[BIContext]:
         """Admissible batch contexts, CPU-sized or GPU-sized."""
 
+    def threshold_contexts(self, device: torch.device, sizes: list[int]) -> list[BIContext]:
+        """Contexts at batch sizes the candidate compares its batch against (``gate.thresholds``),
+        beyond :meth:`contexts`; a task whose contexts are its own design adds none."""
+        return []
+
     def witnesses(self, device: torch.device) -> int:
         """Extra samples checked alongside the target in every context.
 

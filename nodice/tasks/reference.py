@@ -317,6 +317,19 @@ class ReferenceTask(Task):
                 out.append(BIContext(f"batch={b},{label}", b, pos))
         return out
 
+    def threshold_contexts(self, device: torch.device, sizes: list[int]) -> list[BIContext]:
+        """The first and last positions at each size the usual contexts lack, within four times the
+        usual memory for one batch."""
+        kind = "cpu" if device.type == "cpu" else "cuda"
+        fits = 4 * _CONTEXT_BYTES[kind] // self.sample_bytes(self.dtype_for(device))
+        have = set(self.context_sizes(device))
+        return [
+            BIContext(f"batch={b},{label},threshold", b, pos)
+            for b in sizes
+            if b not in have and 2 <= b <= fits
+            for pos, label in ((0, "first"), (-1, "last"))
+        ]
+
     # ---- performance ----------------------------------------------------------------------
     def workloads(self) -> list[Workload]:
         shapes = {s.name: list(s.shape) for s in self.ref.inputs if s.batched}
