@@ -66,7 +66,6 @@ class Ledger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._batch: tuple[BatchEntry, ...] = ()
-        self._drawn = False
         self._listener: Callable[[tuple[BatchEntry, ...]], None] | None = None
         self.generation = 0  # bumped by every recorded batch: a step's identity beside its tensors
         self.steps = 0  # non-empty batches scheduled by a recording scheduler
@@ -74,7 +73,7 @@ class Ledger:
 
     def record(self, entries: Sequence[BatchEntry]) -> None:
         with self._lock:
-            self._batch, self._drawn = tuple(entries), False
+            self._batch = tuple(entries)
             self.generation += 1
             listener, batch = self._listener, self._batch
         if listener is not None:
@@ -104,15 +103,6 @@ class Ledger:
         """How many requests the recorded batch holds."""
         with self._lock:
             return len(self._batch)
-
-    def take_draws(self) -> tuple[BatchEntry, ...] | None:
-        """The recorded batch's requests that draw a token, once; ``None`` when no batch is recorded
-        or it was taken already (a forward that no scheduler planned)."""
-        with self._lock:
-            if self._drawn or not self._batch:
-                return None
-            self._drawn = True
-            return tuple(e for e in self._batch if e.has_new_token)
 
 
 LEDGER = Ledger()
@@ -172,7 +162,7 @@ def recording(scheduler_type: str | None) -> bool:
 
 def register_schedulers() -> None:
     for name, base in SCHEDULERS.items():
-        if not getattr(SCHEDULER_MAPPING.get(name), "_nodice_recording", False):
+        if not recording(name):
             SCHEDULER_MAPPING[name] = _recording(base)
 
 
@@ -189,13 +179,9 @@ def draw_seed(seed: int, draw: int) -> int:
     return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF
 
 
-def logits_fingerprint(scores: torch.Tensor) -> list[int]:
-    """Per row, an exact integer hash of the fp32 logits' bits (equal rows ⇒ equal hashes)."""
-    return [int(v) for v in device_fingerprint(scores).tolist()]
-
-
 def device_fingerprint(scores: torch.Tensor) -> torch.Tensor:
-    """:func:`logits_fingerprint` left on the device (int64 per row; integer sums, exact in any order)."""
+    """Per row, an exact integer hash of the fp32 logits' bits (equal rows ⇒ equal hashes), on the
+    device (int64; integer sums, exact in any order)."""
     bits = scores.float().contiguous().view(torch.int32).to(torch.int64)
     return (bits * _weights(scores.shape[-1], scores.device)).sum(dim=-1)
 
