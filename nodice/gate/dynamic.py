@@ -9,6 +9,11 @@ task admits, with fresh batchmates, and compare bitwise. Stop at the first
 mismatch. Finally repeat the largest context on identical inputs, which
 catches atomics whose order changes from run to run.
 
+``values`` (:data:`VALUE_SEARCH`) draws the inputs off the task's own
+distribution, in the rounds that look for a side of a batch-dependent choice
+that the task's inputs never take: the tracked samples through one map, their
+batchmates through another, every float input of a sample alike.
+
 A context may ask for its own problem variant (``params["variant"]``, e.g. a
 head layout or causality that a whole batch shares): contexts are grouped by
 variant, and each group gets ``task.problem(gen, device, dtype, **variant)``,
@@ -29,6 +34,42 @@ import torch
 from nodice.gate.execute import expected_outputs, run_checked
 from nodice.gate.result import Mismatch
 from nodice.tasks.base import BIContext, Problem, Sample, Task
+
+
+@dataclass(frozen=True)
+class Values:
+    """Inputs drawn off the task's distribution: each float tensor of a tracked sample through
+    ``tracked``, of a batchmate through ``mates`` (integer inputs, indices and lengths, as drawn)."""
+
+    name: str
+    tracked: Callable[[torch.Tensor], torch.Tensor]
+    mates: Callable[[torch.Tensor], torch.Tensor]
+
+    def remap(self, s: Sample, mate: bool) -> Sample:
+        f = self.mates if mate else self.tracked
+        return Sample({k: f(v) if v.is_floating_point() else v for k, v in s.tensors.items()}, s.meta)
+
+
+def _same(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _scaled(t: torch.Tensor) -> torch.Tensor:
+    return t * 65536.0
+
+
+# A choice made from the values of the whole batch (an identity fast path when no element is
+# negative, a half-precision path while the largest magnitude fits fp16) takes one side for every
+# batch the task's own inputs make: ``torch.rand`` inputs never hold a negative, ``randn`` inputs
+# never only non-negatives. These maps put a tracked sample from one regime beside batchmates from
+# the other; the tracked samples stay in their problem's domain (|x| of a non-negative input is the
+# input), and a batchmate may hold any value: a batch-invariant kernel gives a sample the same bits
+# whatever its batchmates hold.
+VALUE_SEARCH = (
+    Values("batchmates negated", _same, torch.neg),
+    Values("tracked samples' magnitudes", torch.abs, _same),
+    Values("batchmates scaled by 2^16", _same, _scaled),
+)
 
 
 @dataclass
@@ -247,8 +288,10 @@ def validate(
     seed: int,
     contexts: list[BIContext] | None = None,
     witnesses: int | None = None,
+    values: Values | None = None,
 ) -> DynamicReport:
-    """``witnesses``: at least that many witness samples (more evidence than the task's default)."""
+    """``witnesses``: at least that many witness samples (more evidence than the task's default);
+    ``values``: inputs off the task's distribution (:data:`VALUE_SEARCH`)."""
     runner = _Runner(task, fn, candidate, device)
     gen = torch.Generator().manual_seed(seed)
     contexts = task.contexts(device) if contexts is None else contexts
@@ -264,12 +307,16 @@ def validate(
         with runner.phase("inputs"):
             problem = task.problem(gen, device, dtype, **variant)
             targets = task.samples(problem, gen, 1 + n_witness)
+            if values is not None:
+                targets = [values.remap(t, mate=False) for t in targets]
         # Batch 1, twice: the reference bits, and whether the kernel is deterministic at all.
         alone: list[_Packed] = []
         again: list[_Packed] = []
         rerun: dict[str, Any] = {"name": "batch=1,rerun", "batch_size": 1, "position": 0}
         if variant:
             rerun["variant"] = variant
+        if values is not None:
+            rerun["inputs"] = values.name
         for i, s in enumerate(targets):
             for outputs in (alone, again) if i < RERUN_ALONE else (alone,):
                 args, out = runner.run(problem, [s], gen)
@@ -282,7 +329,9 @@ def validate(
         if m is not None:
             return report(m)
         del alone, again
-        found = _run_contexts(task, runner, problem, gen, group, targets, reference, labels, done, rerun)
+        found = _run_contexts(
+            task, runner, problem, gen, group, targets, reference, labels, done, rerun, values
+        )
         if isinstance(found, Mismatch):
             return report(found)
         if found is not None and (largest is None or found[0].batch_size > largest[0].batch_size):
@@ -297,7 +346,7 @@ def validate(
         done.append(name)
         first, second = (runner.select(out, list(slots.values()), args) for out in (out1, out2))
         with runner.phase("compare"):
-            where = big.describe() | {"name": name}
+            where = big.describe() | {"name": name} | ({"inputs": values.name} if values else {})
             m = _first_mismatch(
                 task, [(labels[t], where | {"position": slot}) for t, slot in slots.items()], first, second
             )
@@ -326,6 +375,7 @@ def _run_contexts(
     labels: list[str],
     done: list[str],
     rerun: dict[str, Any],
+    values: Values | None = None,
 ) -> Mismatch | tuple[BIContext, tuple[Any, ...], dict[int, int]] | None:
     """Run one problem's contexts: the first mismatch, else the largest context's batch for the rerun.
 
@@ -348,12 +398,18 @@ def _run_contexts(
             for w in range(1, min(n_witness, len(free)) + 1):
                 slots[w] = free[perm[w - 1]]
             placed = {slot: targets[t] for t, slot in slots.items()}
+            if values is not None:
+                # The batchmates drawn here and mapped, then placed like the tracked samples.
+                mates = iter(task.samples(problem, gen, b - len(placed), **ctx.params))
+                placed = {
+                    i: placed[i] if i in placed else values.remap(next(mates), mate=True) for i in range(b)
+                }
             args = task.compose_around(problem, gen, b, placed, **ctx.params)
         args, out = runner.run(problem, [], gen, args=args)
         done.append(ctx.name)
         got = runner.select(out, list(slots.values()), args)
         with runner.phase("compare"):
-            where = ctx.describe()
+            where = ctx.describe() | ({"inputs": values.name} if values else {})
             m = _first_mismatch(
                 task, [(labels[t], where | {"position": slot}) for t, slot in slots.items()], reference, got
             )

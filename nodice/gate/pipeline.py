@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
-from nodice.errors import DeviceError, NodiceError, NotApplicableError
+from nodice.errors import DeviceError, KernelCrashError, NodiceError, NotApplicableError, OutputSpecError
 from nodice.gate import progress
 from nodice.gate.applicability import check_applicable
 from nodice.gate.branches import BranchWatch, confirmable
 from nodice.gate.correctness import check_correctness
-from nodice.gate.dynamic import validate
+from nodice.gate.dynamic import VALUE_SEARCH, DynamicReport, validate
 from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
@@ -67,6 +67,65 @@ def _probe_dtypes(
 SETTLE_ROUNDS = 2
 SEARCH_ROUNDS = 2
 SETTLE_WITNESSES = 8
+
+
+def _search_values(
+    t: Task,
+    fn: Callable[..., Any],
+    path: Path,
+    dev: torch.device,
+    dtype: torch.dtype,
+    seed: int,
+    contexts: list[Any],
+    watch: BranchWatch,
+    result: CheckResult,
+    stats: dict[str, Any],
+) -> DynamicReport | None:
+    """Rounds with inputs off the task's distribution (``gate.dynamic.VALUE_SEARCH``) while a watched
+    side has not run: a map that runs a side it had not is given ``SETTLE_ROUNDS`` more rounds (fresh
+    batchmates and seeds), one that does not is left after one. The first report with a mismatch, or
+    ``None``. A kernel that crashes on such inputs leaves its map unjudged (a note), and what the
+    watch saw in that round unsaid: the sides stay as they were.
+    """
+
+    def missing() -> int:
+        return sum(len(w.missing()) for w in watch.watches)
+
+    for values in VALUE_SEARCH:
+        if not watch.uncovered():
+            break
+        before = missing()
+        for extra in range(1 + SETTLE_ROUNDS):
+            seen = [set(w.seen) for w in watch.watches]
+            try:
+                drep = validate(
+                    t,
+                    fn,
+                    path,
+                    dev,
+                    dtype,
+                    seed + extra,
+                    contexts=contexts,
+                    witnesses=SETTLE_WITNESSES,
+                    values=values,
+                )
+            except (KernelCrashError, OutputSpecError) as exc:
+                for w, s in zip(watch.watches, seen, strict=True):
+                    w.seen = s
+                result.notes.append(
+                    f"inputs with {values.name}: not judged, the kernel failed on them ({exc.line()})"
+                )
+                break
+            stats["contexts"] += drep.contexts_run
+            stats["kernel_calls"] += drep.kernel_calls
+            stats["kernel_ms"] = round(stats["kernel_ms"] + drep.kernel_ms, 3)
+            stats["value_rounds"] = stats.get("value_rounds", 0) + 1
+            if drep.mismatch is not None:
+                return drep
+            if missing() == before:
+                break  # this map reaches no side the task's inputs missed
+        seed += 1 + SETTLE_ROUNDS
+    return None
 
 
 def _settle(watch: BranchWatch, result: CheckResult) -> None:
@@ -240,6 +299,13 @@ def check(
                 stats["kernel_calls"] += drep.kernel_calls
                 stats["kernel_ms"] = round(stats["kernel_ms"] + drep.kernel_ms, 3)
                 stats["rounds"] = rounds
+            if watch is not None and mm is None and drep.mismatch is None and watch.uncovered():
+                drep = (
+                    _search_values(
+                        t, fn, cand.path, dev, dtype, seed + rounds, contexts, watch, result, stats
+                    )
+                    or drep
+                )
             if drep.mismatch is not None:
                 result.stages.append(StageResult("dynamic", "reject", _ms(t0), drep.mismatch.line(), stats))
                 result.verdict = "bi_violation"

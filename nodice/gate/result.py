@@ -62,6 +62,8 @@ class Mismatch:
 
     def line(self) -> str:
         ctx = self.context.get("name", "")
+        if self.context.get("inputs"):
+            ctx = f"{ctx} ({self.context['inputs']})"
         nans = all(isinstance(v, float) and math.isnan(v) for v in (self.expected, self.got))
         # Two NaNs print alike: what differs is their bits (sign or payload), so say that.
         values = (

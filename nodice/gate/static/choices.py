@@ -9,7 +9,9 @@ anything stays its own algorithm. An ``except`` branch run for the batches on wh
 body raises is a branch too: it is a choice when it computes what the tried path does not.
 Two launches of kernels that reduce alike (same reduction signature, same reduction-shaping
 constants) count as one algorithm: a persistent variant for large batches computes every row as
-the one-program-per-row kernel does.
+the one-program-per-row kernel does. Two sides that call the same functions but convert to a
+narrower dtype (or a wider one than fp32, or enter ``autocast``) on one side only compute at a
+precision the batch chose: ``precision_from_batch``, settled like a choice by running both sides.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from nodice.gate.static.branches import if_branch, try_branch
+from nodice.gate.static.torch_dtypes import converted_to
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import NO_CONST, Trace, V
@@ -159,6 +162,20 @@ class ChoiceMixin:
                     self.step(node, "batch-dependent branch chooses the kernel's reduction"),
                     branch=if_branch(self.mod, node),
                 )
+                return
+            precisions = self.precisions(a) ^ self.precisions(b)
+            if precisions:
+                self.an.report(
+                    "precision_from_batch",
+                    self.mod,
+                    node,
+                    "PRECISION",
+                    f"a batch-dependent condition computes {_fmt(ca)} with a conversion to "
+                    f"{', '.join(sorted(precisions))} on one side only: at a precision the batch chose",
+                    trace,
+                    self.step(node, "batch-dependent branch chooses the precision"),
+                    branch=if_branch(self.mod, node),
+                )
             return
         if not b and ca <= self.compute_calls([s for s in self.scope_body if s is not node]):
             return  # the same work done for another part of the batch (a tail, a chunk)
@@ -175,6 +192,23 @@ class ChoiceMixin:
             self.step(node, "batch-dependent branch chooses the algorithm"),
             branch=if_branch(self.mod, node),
         )
+
+    def precisions(self, body: list[ast.stmt]) -> frozenset[str]:
+        """The precisions other than fp32 a block converts to (``x.half()``, ``x.to(torch.bfloat16)``,
+        ``.double()``), and ``autocast`` where it enters one; a dtype it cannot name does not count."""
+        out: set[str] = set()
+        for n in _walk(body):
+            if isinstance(n, ast.withitem) and isinstance(n.context_expr, ast.Call):
+                if (dotted(n.context_expr.func) or "").split(".")[-1] == "autocast":
+                    out.add("autocast")
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            args = [self.expr(a) for a in n.args if not isinstance(a, ast.Starred)]
+            kwargs = {k.arg: self.expr(k.value) for k in n.keywords if k.arg}
+            to = converted_to(n.func.attr, args, kwargs)
+            if to is not None and to.startswith(("float", "bfloat")) and to != "float32":
+                out.add(to)
+        return frozenset(out)
 
     def handler_choice(
         self,
