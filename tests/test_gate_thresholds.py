@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nodice.gate.pipeline import check
-from nodice.gate.thresholds import batch_thresholds, straddling
+from nodice.gate.thresholds import Thresholds, batch_thresholds, scan, straddling
 from nodice.references import reference_task_name
 
 # 393,216 fp32 per sample (1.5 MB): the usual CPU contexts stop at 17 rows, the threshold ones
@@ -108,3 +108,40 @@ def test_a_precision_switch_above_the_usual_contexts_is_caught_and_an_exact_one_
     )
     dyn = {s.name: s for s in r.stages}["dynamic"]
     assert dyn.stats["contexts"] >= {s.name: s for s in plain.stages}["dynamic"].stats["contexts"] + 6
+
+
+@pytest.mark.parametrize(
+    ("source", "batch", "elements"),
+    [
+        ("if x.numel() >= 1 << 22: pass", [], [1 << 22]),
+        ("n = x.nelement()\ntotal = n\nif total > 1_000_000: pass", [], [1_000_000]),
+        ("if torch.numel(x) < 4096: pass", [], [4096]),
+        ("BIG = 48\nif x.size(0) >= BIG: pass", [48], []),
+        ("BIG = 48\nBIG = 64\nif x.size(0) >= BIG: pass", [], []),  # rebound: not a constant
+        ("if x.numel() >= 1: pass", [], []),
+    ],
+)
+def test_element_counts_and_module_constants_are_thresholds_too(
+    tmp_path: Path, source: str, batch: list[int], elements: list[int]
+) -> None:
+    found = scan(_write(tmp_path, "c.py", source))
+    assert (found.batch, found.elements) == (batch, elements)
+
+
+def test_an_element_threshold_becomes_the_batch_that_reaches_it() -> None:
+    # 4,194,304 elements of 393,216 a sample: 10.7 samples, so the switch happens from 11 on.
+    assert Thresholds([32], [1 << 22]).batch_sizes([393216]) == [11, 32]
+    assert Thresholds([], [1 << 22]).batch_sizes([]) == []  # a task with no per-sample count
+    assert Thresholds([], [100]).batch_sizes([1000]) == []  # reached by one sample: no batch size
+
+
+def test_a_precision_switch_on_the_element_count_is_caught_where_it_happens(tmp_path: Path) -> None:
+    task = reference_task_name(_write(tmp_path, "ref.py", PROBLEM))
+    numel = SWITCH.replace("x.shape[0] >= 32", "x.numel() > 12_000_000")  # from 31 samples on
+    bf16 = numel.format(large="torch.clamp(x.to(torch.bfloat16), -1.0, 1.0).float()")
+    r = check(_write(tmp_path, "bf16.py", bf16), task, device="cpu", entry="ModelNew", seed=0)
+    assert r.verdict == "bi_violation" and r.mismatch is not None, r.reason
+    assert r.mismatch.context["batch_size"] in (31, 32) and "threshold" in r.mismatch.context["name"]
+    exact = numel.format(large="torch.clamp(x.clone(), -1.0, 1.0)")
+    r = check(_write(tmp_path, "exact.py", exact), task, device="cpu", entry="ModelNew", seed=0)
+    assert r.verdict == "pass", r.reason

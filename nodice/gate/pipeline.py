@@ -20,7 +20,7 @@ from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
 from nodice.gate.static.project import cuda_code
-from nodice.gate.thresholds import batch_thresholds, straddling
+from nodice.gate.thresholds import scan, straddling
 from nodice.loader import Candidate, load_kernel, read_source
 from nodice.tasks import Task, get_task
 
@@ -270,8 +270,9 @@ def check(
             t0 = time.perf_counter()
             # A watched candidate is traced until its choices are made in each call (gate.branches).
             fn = watch.wrap(cand.fn) if watch is not None else cand.fn
-            # Batch sizes the candidate compares its batch against, straddled (gate.thresholds).
-            contexts = t.contexts(dev) + t.threshold_contexts(dev, straddling(batch_thresholds(cand.path)))
+            # Batch sizes the candidate compares its batch (or its elements) against, straddled.
+            sizes = straddling(scan(cand.path).batch_sizes(t.sample_elements()))
+            contexts = t.contexts(dev) + t.threshold_contexts(dev, sizes)
             drep = validate(t, fn, cand.path, dev, dtype, seed, contexts=contexts)
             mm = (
                 None

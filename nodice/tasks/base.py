@@ -290,6 +290,11 @@ class Task(ABC):
         beyond :meth:`contexts`; a task whose contexts are its own design adds none."""
         return []
 
+    def sample_elements(self) -> list[int]:
+        """Elements one sample holds in each batched input, for a candidate that compares an element
+        count with a literal (``gate.thresholds``); none where :meth:`threshold_contexts` adds none."""
+        return []
+
     def witnesses(self, device: torch.device) -> int:
         """Extra samples checked alongside the target in every context.
 

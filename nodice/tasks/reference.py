@@ -299,6 +299,9 @@ class ReferenceTask(Task):
                 total += _prod(s.shape) // self.ref.batch * size
         return max(total, 1)
 
+    def sample_elements(self) -> list[int]:
+        return sorted({_prod(s.shape) // self.ref.batch for s in self.ref.inputs if s.batched})
+
     def context_sizes(self, device: torch.device) -> list[int]:
         """Batch sizes around the usual heuristics, the reference's own, and (on GPU) twice it."""
         kind = "cpu" if device.type == "cpu" else "cuda"

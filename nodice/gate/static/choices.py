@@ -198,9 +198,13 @@ class ChoiceMixin:
         ``.double()``), and ``autocast`` where it enters one; a dtype it cannot name does not count."""
         out: set[str] = set()
         for n in _walk(body):
-            if isinstance(n, ast.withitem) and isinstance(n.context_expr, ast.Call):
-                if (dotted(n.context_expr.func) or "").split(".")[-1] == "autocast":
-                    out.add("autocast")
+            called = (
+                n.context_expr.func
+                if isinstance(n, ast.withitem) and isinstance(n.context_expr, ast.Call)
+                else None
+            )
+            if called is not None and (dotted(called) or "").split(".")[-1] == "autocast":
+                out.add("autocast")
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
                 continue
             args = [self.expr(a) for a in n.args if not isinstance(a, ast.Starred)]
