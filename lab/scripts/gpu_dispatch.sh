@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# One GPU call that uses whichever card comes. On an H200: the 32-layer invariance run of
-# `nodice bench e2e` (lab/scripts/gpu_e2e.sh; its alone outcomes and gate verdicts kept under /tmp
-# for a later call on the same warm machine). On an H100 (those numbers exist already): the fourth
-# held-out pool's CUDA candidates on a cold card (lab/scripts/gpu_heldout4_cuda.sh, gate only).
-#   NODICE_COMMIT=<hash> OUT=... lab/scripts/gpu_dispatch.sh
+# GPU calls that use whichever card comes. STEP picks the call (1 by default).
+# On an H200:
+#   STEP=1  the 32-layer invariance run of `nodice bench e2e` (lab/scripts/gpu_e2e.sh; its alone
+#           outcomes and gate verdicts kept under /tmp for the next call on the same warm machine)
+#   STEP=2  the tax at concurrency 32 and 64: nodice, paged|sdpa, paged|sdpa+cuda-graphs
+#   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
+# On an H100 (those numbers exist already): the fourth held-out pool's CUDA candidates on a cold
+# card (lab/scripts/gpu_heldout4_cuda.sh, gate only).
+#   NODICE_COMMIT=<hash> STEP=1 OUT=... lab/scripts/gpu_dispatch.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 echo "$gpu" > "$OUT/card.txt"
-case "$gpu" in
-  *H200*)
-    ONLY=invariance INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone XDG_CACHE_HOME=/tmp/nodice-xdg \
+export XDG_CACHE_HOME=/tmp/nodice-xdg
+case "$gpu:${STEP:-1}" in
+  *H200*:1)
+    ONLY=invariance INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone \
       BUDGET=${BUDGET:-580} INV_SECONDS=${INV_SECONDS:-570} lab/scripts/gpu_e2e.sh ;;
+  *H200*:2)
+    ONLY=tax TAX_PHASES=tax TAX_RUN_SECONDS=${TAX_RUN_SECONDS:-30} BUDGET=${BUDGET:-580} TAX_SECONDS=${TAX_SECONDS:-570} \
+      TAX_EXTRA="--concurrency 32 --concurrency 64 -b nodice -b 'paged|sdpa' -b 'paged|sdpa+cuda-graphs'" \
+      lab/scripts/gpu_e2e.sh ;;
+  *H200*:3)
+    BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
   *)
     ONLY=gate BUDGET=${BUDGET:-540} lab/scripts/gpu_heldout4_cuda.sh ;;
 esac
