@@ -110,6 +110,14 @@ def test_a_precision_choice_on_the_batch_magnitude_is_reached_by_large_batchmate
     assert verdict == "pass", reason
 
 
+def test_a_sparse_path_for_a_mostly_zero_batch_is_reached_by_zeroed_batchmates(tmp_path: Path) -> None:
+    condition = "bool((x == 0).float().mean() > 0.5)"
+    verdict, reason, _, _ = _judge(tmp_path, "torch.rand", condition, "F.relu(x)")  # ELU's bits on x >= 0
+    assert verdict == "pass", reason
+    verdict, reason, _, context = _judge(tmp_path, "torch.rand", condition, "F.relu(x).half().float()")
+    assert verdict == "bi_violation" and context["inputs"] == "batchmates zeroed", reason
+
+
 def test_a_side_no_map_reaches_stays_a_static_rejection(tmp_path: Path) -> None:
     # A path for batches holding a NaN: no sign or scale map of finite inputs makes one.
     verdict, reason, stats, _ = _judge(tmp_path, "torch.rand", "bool(torch.isnan(x).any())", "x.clone()")

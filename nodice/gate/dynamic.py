@@ -59,7 +59,8 @@ def _scaled(t: torch.Tensor) -> torch.Tensor:
 
 
 # A choice made from the values of the whole batch (an identity fast path when no element is
-# negative, a half-precision path while the largest magnitude fits fp16) takes one side for every
+# negative, a half-precision path while the largest magnitude fits fp16, a sparse path when most
+# of the batch is zero) takes one side for every
 # batch the task's own inputs make: ``torch.rand`` inputs never hold a negative, ``randn`` inputs
 # never only non-negatives. These maps put a tracked sample from one regime beside batchmates from
 # the other; the tracked samples stay in their problem's domain (|x| of a non-negative input is the
@@ -69,6 +70,7 @@ VALUE_SEARCH = (
     Values("batchmates negated", _same, torch.neg),
     Values("tracked samples' magnitudes", torch.abs, _same),
     Values("batchmates scaled by 2^16", _same, _scaled),
+    Values("batchmates zeroed", _same, torch.zeros_like),
 )
 
 
