@@ -2,7 +2,8 @@
 # GPU calls that use whichever card comes. STEP picks the call (1 by default).
 # On an H200:
 #   STEP=1  the 32-layer invariance run of `nodice bench e2e` (lab/scripts/gpu_e2e.sh; its alone
-#           outcomes and gate verdicts kept under /tmp for the next call on the same warm machine)
+#           outcomes and gate verdicts kept under /tmp for the next call on the same warm machine),
+#           then the tax at concurrency 32 (STEP=0: the invariance alone, with the whole call)
 #   STEP=2  the tax at concurrency 32 and 64: nodice, paged|sdpa, paged|sdpa+cuda-graphs
 #   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
 # On an H100 (those numbers exist already): the fourth held-out pool's CUDA candidates on a cold
@@ -16,6 +17,12 @@ echo "$gpu" > "$OUT/card.txt"
 export XDG_CACHE_HOME=/tmp/nodice-xdg
 case "$gpu:${STEP:-1}" in
   *H200*:1)
+    # Both in one call: the invariance (253 s on an H100) and the tax at concurrency 32.
+    INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone INV_SECONDS=${INV_SECONDS:-320} \
+      TAX_PHASES=tax TAX_RUN_SECONDS=${TAX_RUN_SECONDS:-30} TAX_SECONDS=${TAX_SECONDS:-250} \
+      TAX_EXTRA="--concurrency 32 -b nodice -b 'paged|sdpa' -b 'paged|sdpa+cuda-graphs'" \
+      BUDGET=${BUDGET:-585} lab/scripts/gpu_e2e.sh ;;
+  *H200*:0)
     ONLY=invariance INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone \
       BUDGET=${BUDGET:-580} INV_SECONDS=${INV_SECONDS:-570} lab/scripts/gpu_e2e.sh ;;
   *H200*:2)
