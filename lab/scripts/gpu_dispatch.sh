@@ -20,7 +20,7 @@ case "$gpu:${STEP:-1}" in
     # Both in one call: the invariance (253 s on an H100) and the tax at concurrency 32.
     INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone INV_SECONDS=${INV_SECONDS:-320} \
       TAX_PHASES=tax TAX_RUN_SECONDS=${TAX_RUN_SECONDS:-30} TAX_SECONDS=${TAX_SECONDS:-250} \
-      TAX_EXTRA="--concurrency 32 -b nodice -b 'paged|sdpa' -b 'paged|sdpa+cuda-graphs'" \
+      TAX_EXTRA=${TAX_EXTRA:-"--concurrency 32 -b nodice -b 'paged|sdpa' -b 'paged|sdpa+cuda-graphs'"} \
       BUDGET=${BUDGET:-585} lab/scripts/gpu_e2e.sh ;;
   *H200*:0)
     ONLY=invariance INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone \
