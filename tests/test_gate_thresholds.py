@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nodice.gate.pipeline import check
-from nodice.gate.thresholds import Thresholds, batch_thresholds, scan, straddling
+from nodice.gate.thresholds import Thresholds, scan, straddling
 from nodice.references import reference_task_name
 
 # 393,216 fp32 per sample (1.5 MB): the usual CPU contexts stop at 17 rows, the threshold ones
@@ -78,12 +78,12 @@ def _write(folder: Path, name: str, text: str) -> Path:
 def test_the_literals_compared_with_a_batch_count_are_found(
     tmp_path: Path, source: str, expected: list[int]
 ) -> None:
-    assert batch_thresholds(_write(tmp_path, "c.py", source)) == expected
+    assert scan(_write(tmp_path, "c.py", source)).batch == expected
 
 
 def test_sizes_straddle_each_threshold_and_unparsable_code_gives_none(tmp_path: Path) -> None:
     assert straddling([2, 32]) == [2, 3, 31, 32, 33]
-    assert batch_thresholds(_write(tmp_path, "bad.py", "def (:")) == []
+    assert scan(_write(tmp_path, "bad.py", "def (:")).batch == []
 
 
 def test_a_precision_switch_above_the_usual_contexts_is_caught_and_an_exact_one_passes(

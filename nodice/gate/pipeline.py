@@ -69,6 +69,13 @@ SEARCH_ROUNDS = 2
 SETTLE_WITNESSES = 8
 
 
+def _count(stats: dict[str, Any], drep: DynamicReport) -> None:
+    """Add one more round's contexts, calls and kernel time to the dynamic stage's stats."""
+    stats["contexts"] += drep.contexts_run
+    stats["kernel_calls"] += drep.kernel_calls
+    stats["kernel_ms"] = round(stats["kernel_ms"] + drep.kernel_ms, 3)
+
+
 def _search_values(
     t: Task,
     fn: Callable[..., Any],
@@ -116,9 +123,7 @@ def _search_values(
                     f"inputs with {values.name}: not judged, the kernel failed on them ({exc.line()})"
                 )
                 break
-            stats["contexts"] += drep.contexts_run
-            stats["kernel_calls"] += drep.kernel_calls
-            stats["kernel_ms"] = round(stats["kernel_ms"] + drep.kernel_ms, 3)
+            _count(stats, drep)
             stats["value_rounds"] = stats.get("value_rounds", 0) + 1
             if drep.mismatch is not None:
                 return drep
@@ -296,9 +301,7 @@ def check(
                         t, fn, cand.path, dev, dtype, seed + rounds, result, SETTLE_WITNESSES, notes=False
                     )
                 rounds += 1
-                stats["contexts"] += drep.contexts_run
-                stats["kernel_calls"] += drep.kernel_calls
-                stats["kernel_ms"] = round(stats["kernel_ms"] + drep.kernel_ms, 3)
+                _count(stats, drep)
                 stats["rounds"] = rounds
             if watch is not None and mm is None and drep.mismatch is None and watch.uncovered():
                 drep = (

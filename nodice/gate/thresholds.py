@@ -41,13 +41,9 @@ class Thresholds:
         return sorted(s for s in sizes if s <= _HIGHEST)[: 2 * MAX_THRESHOLDS]
 
 
-def batch_thresholds(path: Path) -> list[int]:
-    """The integer literals ``path`` compares with a batch count, smallest first (unparsable: none)."""
-    return scan(path).batch
-
-
 def scan(path: Path) -> Thresholds:
-    """The integer literals ``path`` compares with a batch count or an element count."""
+    """The integer literals ``path`` compares with a batch count or an element count, smallest first
+    (unparsable: none)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
