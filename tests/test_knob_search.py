@@ -28,7 +28,8 @@ KERNELS = Path(__file__).resolve().parents[1] / "nodice" / "kernels"
 
 
 @pytest.mark.parametrize(
-    "task", ["rmsnorm", "add_rmsnorm", "gemm", "attention_decode", "moe", "attention_prefill"]
+    "task",
+    ["rmsnorm", "add_rmsnorm", "gemm", "attention_decode", "moe", "attention_prefill", "gdn", "sampling"],
 )
 def test_bundled_kernels_declare_knobs_at_their_shipped_values(task: str) -> None:
     source = (KERNELS / f"{task}.py").read_text()
@@ -191,3 +192,43 @@ def test_a_setting_that_changes_bits_is_caught_and_never_timed(tmp_path: Path) -
         assert not refused.committed and "rejected" in refused.message
     finally:
         session.close()
+
+
+def test_an_order_knob_is_judged_by_the_gate_and_timed(tmp_path: Path) -> None:
+    # The same two roundings, declared as a knob that reorders the arithmetic: the setting is a new
+    # kernel, judged by the whole gate (correct and batch-invariant) and timed, not refused for its bits.
+    seed = tmp_path / "ordered.py"
+    seed.write_text(_ORDERED.replace('KNOBS = {"WEIGHT_FIRST"', 'ORDER_KNOBS = {"WEIGHT_FIRST"'))
+    knobs = read_knobs(seed.read_text())
+    assert [(k.name, k.reorders) for k in knobs] == [("WEIGHT_FIRST", True)]
+    root = tmp_path / "run"
+    _run(root, seed, budget=3)
+    session = RunSession(*prepare_run(EvolveOptions(task="rmsnorm", run_dir=root))[:2])
+    try:
+        attempts = session.journal.attempts()
+        assert [a.label for a in attempts] == ["seed", "knobs:WEIGHT_FIRST=1"]
+        reordered = attempts[1]
+        assert reordered.verdict == "pass" and reordered.outcome in ("committed", "slower")
+        assert "same_bits" not in reordered.stages and reordered.stages["bench"] == "pass"
+        assert reordered.geomean > 0 and reordered.scores
+        assert "reorders a sum through WEIGHT_FIRST" in reordered.description
+    finally:
+        session.close()
+
+
+def test_a_knob_in_both_declarations_is_one_line() -> None:
+    source = (
+        "ROW_ELEMENTS = 2048\n"
+        'KNOBS = {"ROW_ELEMENTS": (1024, 2048)}\n'
+        'ORDER_KNOBS = {"ROW_ELEMENTS": (2048, 4096)}\n'
+    )
+    with pytest.raises(KnobError) as err:
+        read_knobs(source)
+    assert "in both KNOBS and ORDER_KNOBS" in err.value.line() and "\n" not in err.value.line()
+    assert "ORDER_KNOBS names 'NOPE'" in _bad('ORDER_KNOBS = {"NOPE": (1, 2)}')
+
+
+def _bad(declaration: str) -> str:
+    with pytest.raises(KnobError) as err:
+        read_knobs(f"ROW_ELEMENTS = 2048\n{declaration}\n")
+    return err.value.line()

@@ -351,88 +351,6 @@ def _operand(dtype: str, tma: bool, rows: int, cols: int) -> str:
     return f"tensordesc<{dtype}[{rows}, {cols}]>" if tma else f"*{dtype}"
 
 
-def gemm_splitk(keep: Path | None, sweep: bool) -> int:
-    """The split-K candidate's kernels at Llama-3-8B down (K = 14336, N = 4096): partials per tile
-    of ``PARTIAL_TILES``, the combine, the one-pass tile with its two accumulators, and the unsplit
-    tiles; bf16 through TMA descriptors and pointers, fp32 (tf32) at the stages the candidate
-    gives 4-byte elements. ``--sweep`` adds the one-pass and partials tiles the GPU sweep times."""
-    mod = _load("gemm_splitk")
-    one_pass = [mod.ONE_PASS_TILE]
-    partials = [tile[1:] for tile in mod.PARTIAL_TILES]
-    unsplit = [
-        (mod.WIDE_BLOCK_M, mod.WIDE_BLOCK_N, mod.WIDE_WARPS, mod.WIDE_STAGES),
-        (mod.NARROW_BLOCK_M, mod.NARROW_BLOCK_N, mod.NARROW_WARPS, mod.NARROW_STAGES),
-        (mod.DECODE_BLOCK_M, mod.SINGLE_BLOCK_N, mod.DECODE_WARPS, mod.SINGLE_STAGES),
-    ]
-    if sweep:
-        from sweep_gemm_splitk import ONE_PASS_TILES, PARTIAL_TILES
-
-        one_pass += [t for t in ONE_PASS_TILES if t not in one_pass]
-        partials += [t for t in PARTIAL_TILES if t not in partials]
-    strides = ["stride_am", "stride_ak", "stride_bk", "stride_bn"]
-    runs = []  # (kernel, label, tile, extra arguments before the strides, has c)
-    for tile in partials:
-        runs.append(
-            (mod._matmul_partials, "partials", tile, ["ws_ptr:*fp32", "M", "N", "K", "SLICE_LEN"], False)
-        )
-    for tile in one_pass:
-        runs.append(
-            (mod._matmul_one_pass, "one_pass", tile, ["c", "M", "N", "K", "SLICE_LEN", "NUM_SLICES"], True)
-        )
-    for tile in unsplit:
-        runs.append((mod._matmul_unsplit, "unsplit", tile, ["c", "M", "N", "K"], True))
-    fails = 0
-    for fn, name, (block_m, block_n, warps, stages), extra, has_c in runs:
-        for dtype, tma in (("bf16", True), ("bf16", False), ("fp32", True)):
-            if dtype == "fp32" and name == "unsplit":
-                continue  # the bundled kernel's own fp32 tiles: not this candidate's to change
-            st = mod._stages(stages, 4 if dtype == "fp32" else 2) if name != "unsplit" else stages
-            sig = {
-                "a_src": _operand(dtype, tma, block_m, mod.BLOCK_K),
-                "b_src": _operand(dtype, tma, mod.BLOCK_K, block_n),
-            }
-            for arg in extra:
-                arg_name, _, ty = arg.partition(":")
-                if arg_name == "c":
-                    sig["c_src"] = _operand(dtype, tma, block_m, block_n)
-                else:
-                    sig[arg_name] = ty or "i32"
-            sig.update({s_: "i32" for s_ in strides + (["stride_cm", "stride_cn"] if has_c else [])})
-            consts = {
-                "BLOCK_M": block_m,
-                "BLOCK_N": block_n,
-                "BLOCK_K": mod.BLOCK_K,
-                "GROUP_M": mod.GROUP_M,
-                "NUM_STAGES": st,
-                "USE_TMA": tma,
-            }
-            for c_name in consts:
-                sig[c_name] = "constexpr"
-            # N, K, the slice length and the leading strides are multiples of 16 on the real
-            # layers; M = 1 is not. Unit inner strides are specialised to 1 by the JIT.
-            names = list(sig)
-            aligned = {"N", "K", "SLICE_LEN", "stride_am", "stride_bk", "stride_cm"}
-            attrs = {(i,): ALIGNED for i, n_ in enumerate(names) if n_ in aligned or sig[n_].startswith("*")}
-            for unit in ("stride_ak", "stride_bn", "stride_cn"):
-                if unit in sig:
-                    sig[unit] = "constexpr"
-                    consts[unit] = 1
-            src_ = triton.compiler.ASTSource(fn, sig, constexprs=consts, attrs=attrs)
-            loads = "tma" if tma else "ptr"
-            tile = f"{block_m}x{block_n}x{mod.BLOCK_K}"
-            label = f"gemm_splitk {name} {dtype} {loads} tile={tile} w={warps} st={st}"
-            fails += not report(label, src_, {"num_warps": warps, "num_stages": st}, keep)
-    sig = {"ws_ptr": "*fp32", "c_ptr": "*bf16", "MN": "i32", "NUM_SLICES": "i32", "BLOCK": "constexpr"}
-    src_ = triton.compiler.ASTSource(
-        mod._combine_partials,
-        sig,
-        constexprs={"BLOCK": mod.COMBINE_BLOCK},
-        attrs={(0,): ALIGNED, (1,): ALIGNED},
-    )
-    fails += not report(f"gemm_splitk combine bf16 BLOCK={mod.COMBINE_BLOCK}", src_, {"num_warps": 4}, keep)
-    return fails
-
-
 def gemm_pointer_tiles(keep: Path | None, sweep: bool) -> int:
     """The bundled GEMM's pointer-load kernel (``_matmul``) at the small-M tiles its pins choose:
     64 rows by 128, 64, 32 and 16 columns at their stages, bf16, M = 1 unaligned. ``--sweep`` adds
@@ -539,7 +457,6 @@ CHECKS = {
     "attention_gluon": attention_gluon,
     "attention_persistent": attention_persistent,
     "gdn_chunked": gdn_chunked,
-    "gemm_splitk": gemm_splitk,
     "gemm_pointer_tiles": gemm_pointer_tiles,
     "attention_decode_fused": attention_decode_fused,
 }

@@ -34,6 +34,19 @@ D_CHUNK = 128
 NUM_WARPS = 8
 NUM_STAGES = 2
 
+# `nodice evolve mla_decode --agent knobs --seed lab/candidates/mla_decode_wide.py` searches these
+# (docs/search.md): warps and stages bit for bit against the best version; the key tile, the split
+# size and the value parts set the online softmax's steps and the fold: order knobs, judged by the gate.
+KNOBS = {
+    "NUM_WARPS": (4, 8),
+    "NUM_STAGES": (1, 2),
+}
+ORDER_KNOBS = {
+    "BLOCK_N": (32, 64),
+    "SPLIT_TOKENS": (512, 1024, 2048),
+    "V_PARTS": (1, 2, 4),
+}
+
 
 @triton.jit
 def _mla_split(

@@ -33,6 +33,15 @@ WARPS_WIDER = 8
 PROGRAMS_PER_SM = 4
 STAGES = 2
 
+# `nodice evolve TASK --agent knobs --seed lab/candidates/THIS_FILE` searches these (docs/search.md):
+# row blocks, warps, resident programs and pipeline depth, each setting bit for bit against the
+# best version before it is timed.
+KNOBS = {
+    "ROW_ELEMENTS": (2048, 8192),
+    "PROGRAMS_PER_SM": (1, 2, 4, 8),
+    "STAGES": (1, 2, 3),
+}
+
 _SM_COUNT: dict[int, int] = {}
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One GPU call: the knob search (`nodice evolve --agent knobs`, docs/search.md) on each bundled kernel
-# that declares KNOBS, in place of the lab's pin sweeps of the shipped kernels (the norms' hints, the
-# GEMM's pins, the MoE tables, the prefill walk order): every setting through the gate, bitwise
-# against the best version on every workload, then timed.
+# that declares KNOBS, in place of the lab's pin sweeps: every setting through the gate, bitwise
+# against the best version on every workload (unless it moves one of the kernel's ORDER_KNOBS, which
+# reorder a sum: those are judged by the gate alone), then timed.
 #   OUT=... lab/scripts/knob_search.sh [TASK...]
-#   # default: rmsnorm add_rmsnorm gemm attention_decode moe attention_prefill
+#   # default: rmsnorm add_rmsnorm gemm attention_decode moe attention_prefill gdn sampling
 # Carries .whl/ (the baselines) and .whl-search/ (Optuna and its dependencies: bench/gpu/WHEELS.md).
 # Each task runs as one measurement of bench/gpu/run_many.sh (its own time limit TASK_SECONDS,
 # default 135; the lineage, journal and report.html of runs/knobs-TASK copied to $OUT/knobs-TASK/run,
@@ -15,7 +15,7 @@ OUT=${OUT:?set OUT}
 evals=${BUDGET_EVALS:-30}
 seconds=${TASK_SECONDS:-135}
 tasks=("$@")
-[ ${#tasks[@]} -eq 0 ] && tasks=(rmsnorm add_rmsnorm gemm attention_decode moe attention_prefill)
+[ ${#tasks[@]} -eq 0 ] && tasks=(rmsnorm add_rmsnorm gemm attention_decode moe attention_prefill gdn sampling)
 specs=()
 for task in "${tasks[@]}"; do
     # The search stops itself a little before the measurement's limit so the copy always runs.

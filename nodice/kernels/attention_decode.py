@@ -56,7 +56,7 @@ second launch folded into the first:
 - K is gathered as rows ``[BLOCK_N, D]`` and transposed in the dot, as in the two-launch kernel.
   Requests have at least one token.
 
-Measured on the H200 (2026-12-04, two sweeps in separate calls, ``sweep_decode_fused.py``; the
+Measured on the H200 (2026-12-04, two pin sweeps in separate calls, now the knob search; the
 whole gate passed on CUDA): at these pins 1.024× and 1.027× FlashInfer's decode with a fixed
 split size (its batch-invariant configuration) geomean over the task's 17 workloads, lowest
 0.946× and 0.951×, where the two-launch kernel measured 0.995× and 0.993× (lowest 0.902×, 0.905×)
@@ -109,12 +109,22 @@ ML_ALIGN = 32
 CACHE_COUNTERS = True
 
 # The knobs `nodice evolve attention_decode --agent knobs` may set (docs/search.md): warps, pipeline
-# depth and the heads folded at once, which change registers and steps, never the result. The key
-# tile and the split sizes change the order of the online softmax and of the fold: not knobs.
+# depth and the heads folded at once, which change registers and steps, never the result (checked
+# bit for bit against the best version before timing).
 KNOBS = {
     "NUM_WARPS_D128": (2, 4, 8),
     "NUM_STAGES_D128": (2, 3, 4, 5),
     "FOLD_HEADS": (1, 2, 4, 8),
+}
+# The key tile, the split sizes (the long-request rule's too; 0 turns it off) and the fold's tile
+# change the order of the online softmax and of the fold: a setting that moves one is a new kernel,
+# judged by the whole gate and timed, not compared bit for bit.
+ORDER_KNOBS = {
+    "BLOCK_N_D128": (64, 128),
+    "SPLIT_TOKENS_D128": (256, 512, 1024),
+    "LONG_SPLIT_TOKENS_D128": (0, 1024, 2048),
+    "LONG_FROM_TOKENS_D128": (8192, 16384),
+    "SPLIT_TILE": (8, 16, 32),
 }
 
 _COUNTERS: dict[torch.device, torch.Tensor] = {}

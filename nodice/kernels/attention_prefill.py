@@ -108,12 +108,17 @@ CAUSAL_HEAD_GROUP = 4
 
 
 # What `nodice evolve attention_prefill --agent knobs` searches (docs/search.md): the causal walk's
-# head groups and the pipeline depth per head dim. The key tile (``_TILES[d][0]``) sets the online
-# softmax's steps and the query tile the wgmma shape: not knobs.
+# head groups and the pipeline depth per head dim, bit for bit against the best version; and the key
+# tile (``_TILES[d][0]``), which sets the online softmax's steps, so a new kernel judged by the gate.
+# The query tile is the wgmma shape: not a knob.
 KNOBS = {
     "CAUSAL_HEAD_GROUP": (1, 2, 4, 8, 16),
     "_TILES[128][1]": (2, 3),
     "_TILES[64][1]": (2, 3, 4),
+}
+ORDER_KNOBS = {
+    "_TILES[128][0]": (64, 128),
+    "_TILES[64][0]": (64, 128),
 }
 
 

@@ -60,6 +60,24 @@ OUTPUT_WARPS = 4
 INVERSE_PRECISION = "tf32"
 INVERSE_SUB = 16  # rows of the blocks inverted in compact form (see _chunk_prepare)
 
+# The knobs `nodice evolve gdn --agent knobs` may set (docs/search.md): value columns per program,
+# warps and the walk's pipeline depth, checked bit for bit against the best version before timing.
+# 1-stage state walks faulted on the H200 with Triton 3.6: not offered.
+KNOBS = {
+    "STATE_BLOCK_V": (16, 32, 64),
+    "OUTPUT_BLOCK_V": (32, 64, 128),
+    "PREPARE_WARPS": (4, 8),
+    "STATE_WARPS": (4, 8),
+    "STATE_STAGES": (2, 3),
+    "OUTPUT_WARPS": (4, 8),
+}
+# The chunk length and the inverse's block rows set the chunked form's sums: a setting that moves
+# one is a new kernel, judged by the whole gate and timed, not compared bit for bit.
+ORDER_KNOBS = {
+    "CHUNK": (32, 64),
+    "INVERSE_SUB": (16, 32),
+}
+
 
 @triton.jit
 def _chunk_prepare(

@@ -25,9 +25,9 @@ tile table keyed on M fixes that, and it is safe here because of *which* sizes i
   alone) in segment order; whether a segment runs as its own program (small M) or inside its
   tile's program (large M) changes where the additions happen, never which ones.
 
-The rules below were read off a sweep of every tile over every workload on the H200
-(``lab/candidates/sweep_gemm.py``, results in ``lab/results/gemm_h200_2026-12-02/``); the
-hand-written version is ``lab/candidates/gemm_tiles.py``.
+The rules below were read off a sweep of every tile over every workload on the H200 (results in
+``lab/results/gemm_h200_2026-12-02/``; the sweep is now the knob search, ``KNOBS`` and
+``ORDER_KNOBS`` below); the hand-written version is ``lab/candidates/gemm_tiles.py``.
 
 The static stage reads the table as what it is (tiles of non-reduction axes); the dynamic stage
 on the GPU checks the claim bitwise with row counts on both sides of every bucket edge.
@@ -143,10 +143,15 @@ KNOBS = {
     "CHAINED_SPLITS": (0, 1),
     "CHAINED_SEG_K": (1024, 2048, 4096),
     "CHAINED_COST_PERCENT": (0, 10, 25, 50),
+    "SPLIT_MAX_M": (16, 64),
 }
-# Not knobs: SPLIT_K and SPLIT_SEG_K change the sum (another fixed order of the same terms), which
-# the search's bitwise check against the best version refuses by design; they are timed as a new
-# version of the kernel instead.
+# Knobs that change the sum (another fixed order of the same terms): the split-K segments. A setting
+# that moves one is judged by the whole gate, not bit for bit against the best version. SPLIT_MAX_M
+# only moves the segments between programs (the same bits) but matters only with SPLIT_K on.
+ORDER_KNOBS = {
+    "SPLIT_K": (0, 1),
+    "SPLIT_SEG_K": (1024, 2048, 4096),
+}
 
 
 def _sms(device: torch.device) -> int:

@@ -63,9 +63,26 @@ SPLIT_WARPS = 2  # the lineage's v1 (4 before; see the docstring)
 LOOP_ELEMENTS = 32768
 MAX_BLOCK_V = 8192
 LOOP_WARPS = 16
+DRAW_WARPS = 8  # the first draw's program per request
 MAX_DRAWS = 8
 BIG = 2**31 - 1
 LOG2E = 1.4426950408889634
+
+# The knobs `nodice evolve sampling --agent knobs` may set (docs/search.md): warps of the split
+# passes, the first draw and the per-request loop, and how many short rows share a program; each
+# setting's tokens are checked against the best version's before timing. The chunk and tile
+# lengths set the order of the chunk masses' sums (a top-p request's test): order knobs, judged by
+# the whole gate and timed, not compared bit for bit.
+KNOBS = {
+    "SPLIT_WARPS": (1, 2, 4, 8),
+    "DRAW_WARPS": (4, 8, 16),
+    "LOOP_WARPS": (4, 8, 16, 32),
+    "TILE_ELEMENTS": (8192, 16384, 32768),
+}
+ORDER_KNOBS = {
+    "MAX_CHUNK": (2048, 4096, 8192),
+    "MAX_TILE": (512, 1024, 2048),
+}
 
 
 @triton.jit
@@ -650,7 +667,7 @@ def kernel(logits, temperature, top_k, top_p, seed):
         C_PAD=c_pad,
         LOG2E=LOG2E,
         BIG=BIG,
-        num_warps=8,
+        num_warps=DRAW_WARPS,
     )
     _above0[grid](
         logits, temperature, top_p, rmax, piv, cabove, n_rows, vocab, n_chunks, **shape, num_warps=SPLIT_WARPS

@@ -15,9 +15,12 @@ options the best version declares in its ``KNOBS`` (:mod:`knobs`). Each step:
 3. the commit rule decides, as for every other edit.
 
 A setting that changes bits is recorded as ``bits_differ`` and not timed: a knob search looks for
-a faster way to compute the same outputs, and a kernel with other outputs is a different kernel
-(the built-in operator's mutations, which run the full gate and time what passes, are the route
-for those). Every step is one evaluation of the budget and one journal entry, and the supervisor
+a faster way to compute the same outputs, and a kernel with other outputs is a different kernel.
+The exception is declared: a knob in the kernel's ``ORDER_KNOBS`` reorders a sum by design (a split
+size, a key tile, a chunk length), so a setting that changes one of them from the best version's
+is judged as any new kernel is (the whole gate: reference correctness and batch invariance) and
+timed without the bitwise comparison; once committed, its bits are the ones later settings must
+keep. Every step is one evaluation of the budget and one journal entry, and the supervisor
 watches them as it watches any other agent's.
 """
 
@@ -118,7 +121,8 @@ def propose(
 
 
 class KnobSearchAgent(Agent):
-    """The built-in operator's knob mode: TPE over the declared knobs, bitwise-checked against the best."""
+    """The built-in operator's knob mode: TPE over the declared knobs, bitwise-checked against the best
+    (except where a declared order knob changes)."""
 
     name = "knobs"
 
@@ -153,15 +157,21 @@ class KnobSearchAgent(Agent):
         if setting is None:
             return StepReport(0, "every setting of the declared knobs was evaluated", exhausted=True)
         changed = {n: v for n, v in setting.items() if v != current_setting(knobs)[n]}
+        reordered = [k.name for k in knobs if k.reorders and k.name in changed]
+        description = "knobs " + ", ".join(f"{n}={v!r}" for n, v in changed.items())
+        if reordered:
+            description += (
+                f" (reorders a sum through {', '.join(reordered)}: judged by the gate, not bit for bit)"
+            )
         candidate = {**files, KERNEL_FILE: apply_setting(source, knobs, setting)}
         session.run.write_workspace(candidate)
         attempt = session.evaluate(
             agent=self.name,
             label=setting_label(setting),
-            description="knobs " + ", ".join(f"{n}={v!r}" for n, v in changed.items()),
+            description=description,
             files=candidate,
             commit_if_eligible=True,
-            same_bits_as=files,
+            same_bits_as=None if reordered else files,
         )
         if attempt.outcome != "committed":
             session.run.write_workspace(session.best_files())

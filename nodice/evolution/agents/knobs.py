@@ -13,6 +13,11 @@ candidate is never imported to learn its knobs)::
 A name is a site as the built-in operator's parameter mutations name it (:mod:`mutations`): the
 knob sets that literal in the source text and nothing else, so a setting is a plain edit that goes
 through the gate like any other. Values are non-negative integers or bools, tried as categories.
+
+A second dict, ``ORDER_KNOBS``, in the same form, lists the knobs that change the order of a sum
+(a split size, a key tile, a chunk length): their settings give other bits by design, so the
+search judges them by the whole gate alone (reference correctness, batch invariance) and not bit
+for bit against the best version. A name may not be in both.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from nodice.errors import NodiceError
 from nodice.evolution.agents.mutations import ParamSite, find_sites, replace_literal
 
 KNOBS_NAME = "KNOBS"
+ORDER_KNOBS_NAME = "ORDER_KNOBS"
 
 Value = int | bool
 Setting = dict[str, Value]
@@ -40,6 +46,8 @@ class Knob:
     name: str
     choices: tuple[Value, ...]
     site: ParamSite
+    # Declared in ORDER_KNOBS: its settings reorder a sum, so they are not checked bit for bit.
+    reorders: bool = False
 
     @property
     def current(self) -> Value:
@@ -49,56 +57,73 @@ class Knob:
         return self.site.value
 
 
-def _declaration(tree: ast.Module) -> ast.expr | None:
+def _declaration(tree: ast.Module, name: str) -> ast.expr | None:
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == KNOBS_NAME for t in targets):
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 return node.value
     return None
 
 
-def _choices(name: str, raw: object) -> tuple[Value, ...]:
+def _declared(tree: ast.Module, name: str) -> dict[str, object]:
+    """The literal dict ``name`` holds ({} when the module does not assign it)."""
+    node = _declaration(tree, name)
+    if node is None:
+        return {}
+    try:
+        declared = ast.literal_eval(node)
+    except ValueError:
+        raise KnobError(f"{name} (line {node.lineno}) must be a literal dict") from None
+    if not isinstance(declared, dict) or not all(isinstance(k, str) for k in declared):
+        raise KnobError(f"{name} (line {node.lineno}) must map names to tuples of values")
+    return declared
+
+
+def _choices(dict_name: str, name: str, raw: object) -> tuple[Value, ...]:
     if not isinstance(raw, (tuple, list)) or not raw:
-        raise KnobError(f"{KNOBS_NAME}[{name!r}] must be a non-empty tuple of values")
+        raise KnobError(f"{dict_name}[{name!r}] must be a non-empty tuple of values")
     for v in raw:
         if not isinstance(v, int) or v < 0:
-            raise KnobError(f"{KNOBS_NAME}[{name!r}] holds {v!r}: values are non-negative integers or bools")
+            raise KnobError(f"{dict_name}[{name!r}] holds {v!r}: values are non-negative integers or bools")
     if len(set(raw)) != len(raw):
-        raise KnobError(f"{KNOBS_NAME}[{name!r}] repeats a value")
+        raise KnobError(f"{dict_name}[{name!r}] repeats a value")
     return tuple(raw)
 
 
 def read_knobs(source: str) -> list[Knob]:
-    """The knobs ``source`` declares, each tied to its site ([] when it declares none).
+    """The knobs ``source`` declares (``KNOBS``, then ``ORDER_KNOBS``), each tied to its site ([]
+    when it declares none).
 
-    A declaration that is not a literal dict of tuples, or that names no single site, is a
-    :class:`KnobError` with one line saying which.
+    A declaration that is not a literal dict of tuples, that names no single site, or that names a
+    knob in both dicts is a :class:`KnobError` with one line saying which.
     """
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise KnobError(f"the kernel does not parse (line {exc.lineno}): {exc.msg}") from None
-    node = _declaration(tree)
-    if node is None:
-        return []
-    try:
-        declared = ast.literal_eval(node)
-    except ValueError:
-        raise KnobError(f"{KNOBS_NAME} (line {node.lineno}) must be a literal dict") from None
-    if not isinstance(declared, dict) or not all(isinstance(k, str) for k in declared):
-        raise KnobError(f"{KNOBS_NAME} (line {node.lineno}) must map names to tuples of values")
-    bases = frozenset(k.split("[")[0].split("#")[0] for k in declared)
+    plain, ordered = _declared(tree, KNOBS_NAME), _declared(tree, ORDER_KNOBS_NAME)
+    both = sorted(set(plain) & set(ordered))
+    if both:
+        raise KnobError(
+            f"{both[0]!r} is in both {KNOBS_NAME} and {ORDER_KNOBS_NAME}: "
+            "a knob either keeps the bits or reorders a sum"
+        )
+    bases = frozenset(k.split("[")[0].split("#")[0] for k in (*plain, *ordered))
     sites = {s.name: s for s in find_sites(source, bases)}
     knobs = []
-    for name, raw in declared.items():
-        site = sites.get(name)
-        if site is None:
-            raise KnobError(
-                f"{KNOBS_NAME} names {name!r}, but the host code has no integer literal of that name "
-                "(a module constant, a table entry like _TILES[128][0], or a launch option like num_warps#2)"
+    for dict_name, declared in ((KNOBS_NAME, plain), (ORDER_KNOBS_NAME, ordered)):
+        for name, raw in declared.items():
+            site = sites.get(name)
+            if site is None:
+                raise KnobError(
+                    f"{dict_name} names {name!r}, but the host code has no integer literal of that name "
+                    "(a module constant, a table entry like _TILES[128][0], "
+                    "or a launch option like num_warps#2)"
+                )
+            knobs.append(
+                Knob(name, _choices(dict_name, name, raw), site, reorders=dict_name == ORDER_KNOBS_NAME)
             )
-        knobs.append(Knob(name, _choices(name, raw), site))
     return knobs
 
 
