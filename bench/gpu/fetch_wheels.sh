@@ -5,6 +5,7 @@
 #   bench/gpu/fetch_wheels.sh          # .whl/: FlashInfer, apache-tvm-ffi, Liger, fla, sgemm-bi (~24 MB)
 #   bench/gpu/fetch_wheels.sh --search # also .whl-search/: Optuna and its dependencies (~6 MB)
 #   bench/gpu/fetch_wheels.sh --fa4    # also .whl-fa4/: flash-attn-4, quack and their CuTe DSL (~97 MB, two carries)
+#   bench/gpu/fetch_wheels.sh --fib    # also .whl-fib/: flashinfer-bench and what it imports beyond the image (~3.5 MB)
 # What each file is for, and how the GPU machine installs them: bench/gpu/WHEELS.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +36,17 @@ SEARCH=(
   pyyaml==6.0.4
   sqlalchemy==2.1.9
 )
+# flashinfer-bench for its CUDA solutions (lab/scripts/gpu_native.sh); FlashInfer and apache-tvm-ffi
+# come from .whl/ when a call needs them.
+FIB=(
+  flashinfer-bench==0.1.2
+  docstring-parser==0.18.0
+  pydantic==2.14.4
+  pydantic-core==2.50.5
+  annotated-types==0.8.0
+  typing-inspection==0.4.5
+  safetensors==0.8.0
+)
 # The CuTe DSL's compiled MLIR is one 92 MB wheel, more than one call carries: it travels in two parts.
 SPLIT_WHEEL=nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 FIRST_PART_BYTES=$((36 << 20))
@@ -57,6 +69,11 @@ if [[ ${1:-} == --search ]]; then
   download .whl-search "${SEARCH[@]}"
 fi
 
+if [[ ${1:-} == --fib ]]; then
+  rm -rf .whl-fib && mkdir -p .whl-fib
+  download .whl-fib "${FIB[@]}"
+fi
+
 if [[ ${1:-} == --fa4 ]]; then
   rm -rf .whl-fa4 && mkdir -p .whl-fa4/1 .whl-fa4/2
   download .whl-fa4/2 "${FA4[@]}"
@@ -66,7 +83,7 @@ if [[ ${1:-} == --fa4 ]]; then
   rm ".whl-fa4/2/$SPLIT_WHEEL"
 fi
 
-du -b .whl/* .whl-fa4/*/* .whl-search/* 2>/dev/null | awk '{printf "%10.2f MiB  %s\n", $1 / 1048576, $2}'
-for dir in .whl .whl-fa4/1 .whl-fa4/2 .whl-search; do
+du -b .whl/* .whl-fa4/*/* .whl-search/* .whl-fib/* 2>/dev/null | awk '{printf "%10.2f MiB  %s\n", $1 / 1048576, $2}'
+for dir in .whl .whl-fa4/1 .whl-fa4/2 .whl-search .whl-fib; do
   [[ -d $dir ]] && du -sb "$dir" | awk '{printf "%10.2f MiB  %s (total)\n", $1 / 1048576, $2}'
 done

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from nodice.gate.static.branches import if_branch, try_branch
-from nodice.gate.static.torch_dtypes import converted_to
+from nodice.gate.static.torch_dtypes import CONVERSION_METHODS, converted_to
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import NO_CONST, Trace, V
@@ -207,6 +207,8 @@ class ChoiceMixin:
                 out.add("autocast")
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
                 continue
+            if n.func.attr not in CONVERSION_METHODS:
+                continue  # only a conversion's arguments are worth evaluating
             args = [self.expr(a) for a in n.args if not isinstance(a, ast.Starred)]
             kwargs = {k.arg: self.expr(k.value) for k in n.keywords if k.arg}
             to = converted_to(n.func.attr, args, kwargs)

@@ -48,6 +48,10 @@ def is_integral(name: str | None) -> bool:
     return name is not None and (name.startswith(("int", "uint")) or name == "bool")
 
 
+# The methods :func:`converted_to` can name a dtype for.
+CONVERSION_METHODS = frozenset((*METHOD_DTYPES, "to", "type"))
+
+
 def converted_to(fn: str, args: list[V], kwargs: dict[str, V]) -> str | None:
     """The dtype a conversion method gives its tensor (``x.half()``, ``x.to(torch.float16)``,
     ``x.to(device, dtype=…)``, ``x.type(torch.int32)``); None for anything else."""
