@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from nodice.gate.pipeline import check
+from nodice.gate.static import run_static
+from nodice.tasks import get_task
 from nodice.references import ReferenceSpec, parse_task_name, reference_task_name
 from tests.conftest import EXAMPLES, run_cli
 
@@ -291,3 +293,152 @@ def test_evolve_without_a_seed_starts_from_the_reference_itself(tmp_path: Path) 
     kernel = (run / "workspace" / "kernel.py").read_text()
     assert kernel.startswith(MODEL.read_text().rstrip("\n"))
     assert "class ModelNew(Model):" in kernel
+
+
+# A reduction over a dimension given by get_init_inputs(), and each sample's output one number.
+DIM_REF = """
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.argmin(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(8, 12, 6)]
+
+
+def get_init_inputs():
+    return [1]
+"""
+
+SUM_REF = """
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x).sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(8, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_init_inputs_are_constants_to_the_static_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `x.shape[self.dim]` with dim = 1 from get_init_inputs() is a per-sample length, not the batch:
+    # an argmin through integer positions passes statically.
+    ref = _write(tmp_path, "argmin.py", DIM_REF)
+    cand = _write(
+        tmp_path,
+        "first_index.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ModelNew(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.dim = dim
+
+            def forward(self, x):
+                mn = torch.amin(x, dim=self.dim, keepdim=True)
+                n = x.shape[self.dim]
+                shape = [1] * x.dim()
+                shape[self.dim] = n
+                pos = torch.arange(n, device=x.device).view(shape)
+                return torch.where(x == mn, pos, torch.full_like(pos, n)).amin(dim=self.dim)
+        """,
+    )
+    r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=0)
+    assert r.verdict == "pass", r.reason
+    static = r.stage("static")
+    assert static is not None and static.verdict == "pass"
+    # Negative control: with the init input unknown, `x.shape[self.dim]` may be the batch size.
+    task = get_task(reference_task_name(ref))
+    assert task.init_values() == (1,)
+    assert run_static(cand, task, entry="ModelNew") == ([], [])
+    monkeypatch.setattr(task, "init_values", lambda: None)
+    violations, _ = run_static(cand, task, entry="ModelNew")
+    assert violations and "depend on the batch" in violations[0].message
+
+
+def test_a_per_sample_number_that_differs_prints_both_values(tmp_path: Path) -> None:
+    # Each sample's output is a 0-d tensor: the mismatch names the two numbers, not two NaNs.
+    ref = _write(tmp_path, "sigmoid_sum.py", SUM_REF)
+    cand = _write(
+        tmp_path,
+        "tanh_form.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                if x.shape[0] >= 4:
+                    return (0.5 * (1.0 + torch.tanh(0.5 * x))).sum(dim=1)
+                return torch.sigmoid(x).sum(dim=1)
+        """,
+    )
+    r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", static=False, seed=0)
+    assert r.verdict == "bi_violation" and r.mismatch is not None
+    assert r.mismatch.index == [] and r.mismatch.expected != r.mismatch.got
+    line = r.mismatch.line()
+    assert f"out expected {r.mismatch.expected!r}, got {r.mismatch.got!r} (1/1" in line, line
+    assert "nan" not in line
+
+
+def test_a_strided_output_is_judged_by_its_values(tmp_path: Path) -> None:
+    # KernelBench compares values: a transposed view of the right numbers is a correct output.
+    ref = _write(
+        tmp_path,
+        "scale.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2.0
+
+
+        def get_inputs():
+            return [torch.randn(8, 6, 5)]
+
+
+        def get_init_inputs():
+            return []
+        """,
+    )
+    cand = _write(
+        tmp_path,
+        "transposed.py",
+        """
+        import torch
+        from torch import nn
+
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x.transpose(1, 2).contiguous() * 2.0).transpose(1, 2)
+        """,
+    )
+    r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=0)
+    assert r.verdict == "pass", r.reason

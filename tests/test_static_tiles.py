@@ -128,3 +128,57 @@ def test_split_into_tiles_of_the_batch_is_followed_the_same_way(tmp_path: Path) 
     bare.write_text(SPLIT.replace("{pad}", ""))
     violations, _ = run_static(bare, get_task("gemm"))
     assert [f.rule for f in violations] == ["library_kernel_by_shape"]
+
+
+# The whole batch padded to a multiple of the tile first, then sliced into full tiles.
+WHOLE = """\
+import math
+
+import torch
+import torch.nn.functional as F
+import triton
+
+TILE = 16
+
+
+def kernel(a, b):
+    m = a.shape[0]
+    mp = {round}
+    ap = F.pad(a, (0, 0, 0, mp - m))
+    tiles = [torch.mm(ap[s:s + {width}], b) for s in range(0, {stop}, {step})]
+    return torch.cat(tiles)[:m]
+"""
+ROUNDED = {
+    "add_then_floor": "(m + TILE - 1) // TILE * TILE",
+    "added_constant": "((m + (TILE - 1)) // TILE) * TILE",
+    "tile_first": "TILE * triton.cdiv(m, TILE)",
+    "ceil": "math.ceil(m / TILE) * TILE",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUNDED))
+def test_a_batch_padded_to_a_multiple_of_the_tile_gives_full_tiles(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "whole.py"
+    path.write_text(WHOLE.format(round=ROUNDED[name], width="TILE", stop="mp", step="TILE"))
+    assert run_static(path, get_task("gemm")) == ([], [])
+    # The padded rows' count read back from the padded tensor is the same multiple.
+    path.write_text(WHOLE.format(round=ROUNDED[name], width="TILE", stop="ap.shape[0]", step="TILE"))
+    assert run_static(path, get_task("gemm")) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("round_", "width", "stop", "step"),
+    [
+        ("(m // TILE) * TILE", "TILE", "mp", "TILE"),  # rounded down: the tail is dropped, then short
+        ("(m + TILE - 1) // TILE * TILE", "TILE", "m", "TILE"),  # steps through the unpadded count
+        ("(m + TILE - 1) // TILE * TILE", "TILE", "mp", "8"),  # tiles that overlap the padding's end
+        ("(m + 8 - 1) // 8 * 8", "TILE", "mp", "8"),  # a multiple of 8, tiles of 16
+    ],
+)
+def test_tiles_of_a_batch_not_padded_to_their_width_reach_the_library_kernel(
+    tmp_path: Path, round_: str, width: str, stop: str, step: str
+) -> None:
+    path = tmp_path / "short.py"
+    path.write_text(WHOLE.format(round=round_, width=width, stop=stop, step=step))
+    violations, _ = run_static(path, get_task("gemm"))
+    assert "library_kernel_by_shape" in [f.rule for f in violations], violations

@@ -103,8 +103,10 @@ def bitwise_diff(expected: torch.Tensor, got: torch.Tensor) -> tuple[int, list[i
 
 
 def _scalar(t: torch.Tensor, index: list[int]) -> float:
-    v = t[tuple(index)].item() if index else float("nan")
-    return float(v)
+    """The element at ``index`` (a sample's output may be one number: a 0-d tensor, index [])."""
+    if index or t.dim() == 0:
+        return float(t[tuple(index)].item())
+    return float("nan")
 
 
 # Where the time goes on a GPU. Two batch-1 calls per tracked sample and one call per context (for

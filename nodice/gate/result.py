@@ -71,8 +71,9 @@ class Mismatch:
             if nans
             else f"expected {self.expected!r}, got {self.got!r}"
         )
+        where = f"{self.output}{self.index}" if self.index else self.output  # a 0-d output: no index
         return (
-            f"{self.sample} differs in context {ctx}: {self.output}{self.index} {values} "
+            f"{self.sample} differs in context {ctx}: {where} {values} "
             f"({self.differing}/{self.total} elements differ)"
         )
 

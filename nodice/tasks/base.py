@@ -128,6 +128,14 @@ class Task(ABC):
     # Static rules every correct kernel of the task's interface triggers (a sampler with no per-request
     # seed continues one random stream): static analysis does not report them.
     inherent_rules: frozenset[str] = frozenset()
+    # Outputs must be contiguous (SPEC §3): a strided view is a bad output. A KernelBench reference
+    # compares values only, and its harness takes any strided layout: False there.
+    contiguous_outputs: bool = True
+
+    def init_values(self) -> tuple[Any, ...] | None:
+        """The arguments a module entry point is constructed with (a KernelBench ``ModelNew`` gets
+        ``get_init_inputs()``), for static analysis to read as constants; None when the task builds none."""
+        return None
 
     # ---- the candidate's entry point ----------------------------------------
     def bind_entry(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
+from typing import Any
 
 import nodice.gate.static.per_sample as per_sample
 from nodice.gate.branches import CONFIRMABLE_RULES
@@ -87,7 +88,7 @@ def run_static(
         mod = an.module(path, str(path), is_candidate=True)
         if mod is None:
             return [], []
-        _analyze_with_state(an, mod, entry, str(path))
+        _analyze_with_state(an, mod, entry, str(path), task.init_values())
     except BudgetExceeded:
         collector.add(
             "opaque_dispatch", str(path), 1, "dispatch", "the analysis budget ran out on this file", []
@@ -108,12 +109,14 @@ def run_static(
     ]
 
 
-def _analyze_with_state(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> None:
+def _analyze_with_state(
+    an: Analysis, mod: ModuleInfo, entry: str, display: str, init: tuple[Any, ...] | None = None
+) -> None:
     """Run the entry point, again while a run leaves more module-level state batch-dependent: a read
     that precedes the write (a launch reading what the previous call configured) sees it then."""
     before = state_taint(an)
     for _ in range(MAX_STATE_PASSES):
-        _analyze_entry(an, mod, entry, display)
+        _analyze_entry(an, mod, entry, display, init)
         after = state_taint(an)
         if after <= before:
             return
@@ -131,7 +134,21 @@ def _analyze_with_state(an: Analysis, mod: ModuleInfo, entry: str, display: str)
     )
 
 
-def _analyze_entry(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> None:
+def _init_value(value: Any, depth: int = 0) -> V:
+    """An argument the module is built with, as a constant where it is a plain Python value (an int,
+    a float, a bool, a string, None, or a tuple or list of those); anything else is known only to be
+    independent of the batch."""
+    if value is None or type(value) in (int, float, bool, str):
+        return V(const=value)
+    if isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 16:
+        items = [_init_value(v, depth + 1) for v in value]
+        return V(kind="seq", items=items)
+    return V()
+
+
+def _analyze_entry(
+    an: Analysis, mod: ModuleInfo, entry: str, display: str, init: tuple[Any, ...] | None = None
+) -> None:
     """Run the entry point with the task's arguments (a function, a callable object, a partial …)."""
     entry_v = mod.env.get(entry)
     interp = Interp(an, mod, {})
@@ -149,9 +166,13 @@ def _analyze_entry(an: Analysis, mod: ModuleInfo, entry: str, display: str) -> N
         )
         return
     if entry_v.kind == "class":
-        # A module class (the KernelBench ``ModelNew``): built from opaque init inputs, then its
-        # ``forward`` (or ``__call__``) runs on the task's arguments.
-        init_args = [V() for _ in range(_required_init_args(interp, entry_v))]
+        # A module class (the KernelBench ``ModelNew``): built from the task's init inputs (their
+        # values where they are plain constants: a reduction's ``dim``, a layer's sizes), else from
+        # batch-independent unknowns, then its ``forward`` (or ``__call__``) runs on the task's arguments.
+        if init is not None:
+            init_args = [_init_value(v) for v in init]
+        else:
+            init_args = [V() for _ in range(_required_init_args(interp, entry_v))]
         entry_v = interp.instantiate(entry_v, init_args, {}, call)
         method = "forward" if interp.class_attr(entry_v.ref.cls, "forward") is not None else "__call__"
     else:

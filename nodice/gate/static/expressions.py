@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import operator
 from typing import TYPE_CHECKING, Any
 
 import nodice.gate.static.per_sample as per_sample
@@ -179,28 +180,20 @@ class ExprMixin:
             ctx = tuple(sorted({x for v in (a, b) if v.kind == "tensor" and v.rank == t.rank for x in v.ctx}))
             cut = (a.cut or b.cut) if ctx else None
             return V(taint=taint, kind="tensor", batch=t.batch, rank=t.rank, baxis=t.baxis, ctx=ctx, cut=cut)
+        multiple = tiles.rounded_up(node, a, b, self.expr)
+        if multiple is not None:
+            return multiple
         counted = per_sample.arithmetic(node.op, a, b)
         if counted is not None:
             return counted
         if isinstance(node.op, ast.Sub):
-            short = tiles.difference(a, b)
+            short = tiles.difference(a, b) or tiles.to_multiple(a, b)
             if short is not None:
                 return short
         seqs = a.kind in ("seq", "shape") and b.kind in ("seq", "shape")
         if seqs and isinstance(node.op, ast.Add) and a.items is not None and b.items is not None:
             return V(taint=taint, kind="seq", items=a.items + b.items)
-        const = NO_CONST
-        if a.const is not NO_CONST and b.const is not NO_CONST:
-            try:
-                const = eval(
-                    compile(
-                        ast.Expression(ast.BinOp(ast.Constant(a.const), node.op, ast.Constant(b.const))),
-                        "",
-                        "eval",
-                    )
-                )
-            except Exception:
-                const = NO_CONST
+        const = _fold(node.op, a.const, b.const)
         return V(taint=taint, const=const, opaque=(a.opaque or b.opaque) and taint is None)
 
     def e_UnaryOp(self, node: ast.UnaryOp) -> V:
@@ -434,7 +427,7 @@ class ExprMixin:
             or ast.dump(hi.left) != ast.dump(lo)
         ):
             return None
-        return tiles.window(base, self.expr(hi.right), node)
+        return tiles.window(base, self.expr(hi.right), node, self.expr(lo))
 
     def _batch_cut_axes(self, base: V, node: ast.Subscript) -> tuple[set[int], Trace | None]:
         """Axes of a per-sample dimension that ``x[:, lo:hi]`` cuts at batch-dependent bounds
@@ -507,6 +500,42 @@ def _choice_trace(trace: Trace, step: str) -> Trace:
     if out is trace and CHOSEN_TENSOR in step and CHOSEN_TENSOR not in trace[-1]:
         out = (*trace[:-1], f"{trace[-1]}  ({CHOSEN_TENSOR})")
     return out
+
+
+_BINOPS: dict[type[ast.operator], Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+}
+_NUMBER = (int, float, bool)
+
+
+def _fold(op: ast.operator, a: Any, b: Any) -> Any:
+    """``a op b`` for two known numbers (or strings and tuples under ``+``/``*``), else ``NO_CONST``.
+    Exponents and shifts are bounded so that a candidate cannot make the analysis build a huge int."""
+    fn = _BINOPS.get(type(op))
+    if fn is None or a is NO_CONST or b is NO_CONST:
+        return NO_CONST
+    numbers = isinstance(a, _NUMBER) and isinstance(b, _NUMBER)
+    if not numbers and not (isinstance(op, ast.Add | ast.Mult) and isinstance(a, str | tuple | int)):
+        return NO_CONST
+    if isinstance(op, ast.Pow | ast.LShift) and (not isinstance(b, int) or abs(b) > 256):
+        return NO_CONST
+    if isinstance(op, ast.Mult) and not numbers and (not isinstance(b, int) or b > 4096):
+        return NO_CONST
+    try:
+        return fn(a, b)
+    except (ArithmeticError, TypeError, ValueError):
+        return NO_CONST
 
 
 def _zero(e: ast.expr) -> bool:

@@ -175,7 +175,8 @@ class LibraryMixin:
                 self.raising(first.taint, node, "no element may match: StopIteration")
             return _element(first).with_taint(first.taint) if fn == "next" else first
         if fn == "range":
-            return V(kind="range", taint=deep_taint(*args))
+            ext = tiles.aligned(args[1], args[0], args[2]) if len(args) == 3 and not kwargs else None
+            return V(kind="range", taint=deep_taint(*args), extent=ext)
         if fn == "sum" and first.kind == "seq":
             # ``sum(p.sum(-1) for p in pieces)``: a tensor when the elements are tensors.
             elem = _element(first)

@@ -10,6 +10,7 @@ statistics and that adds into something outside it is a finding.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import TYPE_CHECKING
 
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, join_all, merge_envs
@@ -94,6 +95,8 @@ class LoopMixin:
         if it.kind == "range":
             over = it.taint is not None
             v = V(taint=extend(it.taint, self.step(node, "position in the batch"))) if over else V()
+            if it.extent is not None:  # a multiple of C through the batch padded to one (gate.static.tiles)
+                v = dataclasses.replace(v, extent=it.extent)
             self.assign(target, v, node)
             return over
         if it.kind == "enumerate":

@@ -19,6 +19,16 @@ A branch on the tile being short (``if n < C:``) chooses only whether to pad whe
 pads and otherwise does what the full side does (the same calls, values of the same dtypes): both
 sides then hold the same C-row tile, and the branch is no batch-dependent choice. On the side where
 the tile is full, the window is the tile.
+
+The other way to the same tiles pads the whole batch first: ``Bp = (B + C - 1) // C * C`` (or
+``cdiv(B, C) * C``, ``math.ceil(B / C) * C``), ``xp = F.pad(x, (0, 0, 0, Bp - B))``, then
+``xp[s : s + C]`` for ``s in range(0, Bp, C)``: every slice has C rows. The extents, keyed by the
+rounding expression:
+
+- ``("multiple", C, key)``: a count rounded up to a multiple of C (``Bp``, ``xp.shape[0]``);
+- ``("to_multiple", C, key)``: what that rounding adds to the batch (``Bp - B``);
+- ``("multiple_rows", C, key)``: the batch padded by it (rows a multiple of C, the batch's first);
+- ``("aligned", C, key)``: a loop index of ``range(0, Bp, C)``, a multiple of C below ``Bp``.
 """
 
 from __future__ import annotations
@@ -27,16 +37,28 @@ import ast
 import dataclasses
 from typing import Any
 
+from nodice.gate.static.per_sample import ARGUMENT
 from nodice.gate.static.values import V, int_const
 
 WINDOW, ROWS, SHORT, TILE = "window", "rows", "short", "tile"
+MULTIPLE, TO_MULTIPLE, MULTIPLE_ROWS, ALIGNED = "multiple", "to_multiple", "multiple_rows", "aligned"
 
 
-def window(base: V, width: V, node: ast.AST) -> V | None:
-    """``x[lo : lo + C]`` on the batch axis with a constant C > 1: a tile of at most C samples."""
+def window(base: V, width: V, node: ast.AST, lo: V | None = None) -> V | None:
+    """``x[lo : lo + C]`` on the batch axis with a constant C > 1: a tile of at most C samples; of
+    exactly C where ``x`` is the batch padded to a multiple of C and ``lo`` steps by C through it."""
     c = int_const(width)
     if c is None or c <= 1 or base.batch is None or base.baxis != 0 or width.taint is not None:
         return None
+    if (
+        lo is not None
+        and base.extent is not None
+        and base.extent[0] == MULTIPLE_ROWS
+        and lo.extent == (ALIGNED, *base.extent[1:3])
+        and base.extent[1] == c
+    ):
+        full = V(taint=base.taint, kind="tensor", batch=base.batch, rank=base.rank)
+        return _padded(dataclasses.replace(full, integral=base.integral, dtype=base.dtype), c, id(node))
     return V(
         taint=base.taint,
         kind="tensor",
@@ -50,10 +72,73 @@ def window(base: V, width: V, node: ast.AST) -> V | None:
 
 def rows_of(t: V, v: V) -> V:
     """The batch-axis size ``v`` of tensor ``t``, with the tile's row count attached."""
+    if t.extent is not None and t.extent[0] == MULTIPLE_ROWS:
+        return dataclasses.replace(v, extent=(MULTIPLE, *t.extent[1:3]))
     if t.extent is None or t.extent[0] not in (WINDOW, TILE):
         return v
     kind, c, key = t.extent[:3]
     return dataclasses.replace(v, extent=(ROWS, c, key)) if kind == WINDOW else V(const=c)
+
+
+def _ceil_numerator(q: ast.expr, c: int, expr: Any) -> ast.expr | None:
+    """The ``n`` of ``(n + C - 1) // C``, ``(n + (C - 1)) // C``, ``cdiv(n, C)``, ``ceil(n / C)``."""
+    if isinstance(q, ast.BinOp) and isinstance(q.op, ast.FloorDiv) and int_const(expr(q.right)) == c:
+        num = q.left
+        if isinstance(num, ast.BinOp) and isinstance(num.op, ast.Sub) and int_const(expr(num.right)) == 1:
+            inner = num.left  # (n + C) - 1
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add):
+                for n, k in ((inner.left, inner.right), (inner.right, inner.left)):
+                    if int_const(expr(k)) == c:
+                        return n
+        if isinstance(num, ast.BinOp) and isinstance(num.op, ast.Add):
+            for n, k in ((num.left, num.right), (num.right, num.left)):
+                if int_const(expr(k)) == c - 1:
+                    return n
+        return None
+    if isinstance(q, ast.Call) and len(q.args) == 2 and not q.keywords:
+        name = q.func.attr if isinstance(q.func, ast.Attribute) else getattr(q.func, "id", "")
+        if name == "cdiv" and int_const(expr(q.args[1])) == c:
+            return q.args[0]
+    if isinstance(q, ast.Call) and len(q.args) == 1 and not q.keywords:
+        name = q.func.attr if isinstance(q.func, ast.Attribute) else getattr(q.func, "id", "")
+        arg = q.args[0]
+        if name == "ceil" and isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div):
+            return arg.left if int_const(expr(arg.right)) == c else None
+    return None
+
+
+def rounded_up(node: ast.BinOp, a: V, b: V, expr: Any) -> V | None:
+    """``(n + C - 1) // C * C`` (either order, or through ``cdiv``/``ceil``) of a batch-dependent n:
+    a multiple of C (``None``: not that)."""
+    if not isinstance(node.op, ast.Mult):
+        return None
+    for q, cv in ((node.left, b), (node.right, a)):
+        c = int_const(cv)
+        if c is None or c <= 1 or cv.taint is not None:
+            continue
+        n_node = _ceil_numerator(q, c, expr)
+        if n_node is None:
+            continue
+        n = expr(n_node)
+        if n.taint is None:
+            return None
+        return V(taint=n.taint, extent=(MULTIPLE, c, id(node)))
+    return None
+
+
+def to_multiple(a: V, b: V) -> V | None:
+    """``Bp - n`` for ``Bp`` the batch rounded up to a multiple: what padding to it adds."""
+    if a.extent is None or a.extent[0] != MULTIPLE or b.taint is None or b.kind != "value":
+        return None
+    return V(taint=a.taint, extent=(TO_MULTIPLE, *a.extent[1:3]))
+
+
+def aligned(stop: V, start: V, step: V) -> tuple[Any, ...] | None:
+    """``range(0, Bp, C)`` with ``Bp`` a multiple of C: the extent of its index."""
+    c = int_const(step)
+    if stop.extent is None or stop.extent[0] != MULTIPLE or c != stop.extent[1] or int_const(start) != 0:
+        return None
+    return (ALIGNED, *stop.extent[1:3])
 
 
 def difference(a: V, b: V) -> V | None:
@@ -97,13 +182,23 @@ def concatenated(items: list[V], dim: V | None) -> V | None:
 
 
 def padded(t: V, pad: V) -> V | None:
-    """``F.pad(t, (0, 0, 0, C - n))``: the batch axis' pair is the last one of a rank-r tensor's r pairs."""
-    if t.kind != "tensor" or t.extent is None or t.extent[0] != WINDOW or t.rank is None:
-        return None
+    """``F.pad(t, (0, 0, 0, C - n))``: the batch axis' pair is the last one of a rank-r tensor's r pairs.
+    ``F.pad(x, (0, 0, 0, Bp - B))`` of the batch: its rows a multiple of C."""
     items = pad.items if pad.kind in ("seq", "shape") else None
-    if items is None or len(items) != 2 * t.rank:
+    if t.kind != "tensor" or t.rank is None or items is None or len(items) != 2 * t.rank:
         return None
     *others, before, after = items
+    if (
+        t.extent in (None, ARGUMENT)
+        and t.batch is not None
+        and t.baxis == 0
+        and after.extent is not None
+        and after.extent[0] == TO_MULTIPLE
+        and all(int_const(v) == 0 for v in (*others, before))
+    ):
+        return dataclasses.replace(t, extent=(MULTIPLE_ROWS, *after.extent[1:3]))
+    if t.extent is None or t.extent[0] != WINDOW:
+        return None
     if any(int_const(v) != 0 for v in (*others, before)) or after.extent != (SHORT, *t.extent[1:3]):
         return None
     return _padded(t, t.extent[1], t.extent[2])
