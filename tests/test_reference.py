@@ -10,8 +10,8 @@ import pytest
 
 from nodice.gate.pipeline import check
 from nodice.gate.static import run_static
-from nodice.tasks import get_task
 from nodice.references import ReferenceSpec, parse_task_name, reference_task_name
+from nodice.tasks import get_task
 from tests.conftest import EXAMPLES, run_cli
 
 REF_DIR = EXAMPLES / "reference"

@@ -1,7 +1,8 @@
 """Recheck a held-out candidate's label by brute force: every sample of many random batches run alone
 and at every position of batches of several sizes, bits compared (CPU, one thread, fp32).
 
-    TRITON_INTERPRET=1 OMP_NUM_THREADS=1 python3 lab/scripts/heldout6_label_check.py bench/detector-heldout6 KEY [KEY ...]
+    TRITON_INTERPRET=1 OMP_NUM_THREADS=1 \
+        python3 lab/scripts/heldout6_label_check.py bench/detector-heldout6 KEY [KEY ...]
 
 Prints, per candidate, how many (sample, batch size, position) comparisons differ from the sample
 alone. Independent of nodice: the problem file and the candidate are imported as KernelBench does.
