@@ -38,6 +38,7 @@ import dataclasses
 from typing import Any
 
 from nodice.gate.static.per_sample import ARGUMENT
+from nodice.gate.static.triton_values import dotted
 from nodice.gate.static.values import V, int_const
 
 WINDOW, ROWS, SHORT, TILE = "window", "rows", "short", "tile"
@@ -57,8 +58,7 @@ def window(base: V, width: V, node: ast.AST, lo: V | None = None) -> V | None:
         and lo.extent == (ALIGNED, *base.extent[1:3])
         and base.extent[1] == c
     ):
-        full = V(taint=base.taint, kind="tensor", batch=base.batch, rank=base.rank)
-        return _padded(dataclasses.replace(full, integral=base.integral, dtype=base.dtype), c, id(node))
+        return _padded(base, c, id(node))
     return V(
         taint=base.taint,
         kind="tensor",
@@ -95,15 +95,14 @@ def _ceil_numerator(q: ast.expr, c: int, expr: Any) -> ast.expr | None:
                 if int_const(expr(k)) == c - 1:
                     return n
         return None
-    if isinstance(q, ast.Call) and len(q.args) == 2 and not q.keywords:
-        name = q.func.attr if isinstance(q.func, ast.Attribute) else getattr(q.func, "id", "")
-        if name == "cdiv" and int_const(expr(q.args[1])) == c:
-            return q.args[0]
-    if isinstance(q, ast.Call) and len(q.args) == 1 and not q.keywords:
-        name = q.func.attr if isinstance(q.func, ast.Attribute) else getattr(q.func, "id", "")
-        arg = q.args[0]
-        if name == "ceil" and isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div):
-            return arg.left if int_const(expr(arg.right)) == c else None
+    if not isinstance(q, ast.Call) or q.keywords:
+        return None
+    name = dotted(q.func).split(".")[-1]
+    if name == "cdiv" and len(q.args) == 2 and int_const(expr(q.args[1])) == c:
+        return q.args[0]
+    arg = q.args[0] if len(q.args) == 1 else None
+    if name == "ceil" and isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Div):
+        return arg.left if int_const(expr(arg.right)) == c else None
     return None
 
 
