@@ -6,8 +6,8 @@
 #           then the tax at concurrency 32 (STEP=0: the invariance alone, with the whole call)
 #   STEP=2  the tax at concurrency 32 and 64: nodice, paged|sdpa, paged|sdpa+cuda-graphs
 #   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
-# On an H100 (those numbers exist already): the fourth held-out pool's CUDA candidates on a cold
-# card (lab/scripts/gpu_heldout4_cuda.sh, gate only).
+# On an H100 (the H200 steps' H100 numbers exist already): the knob search on the kernels whose
+# bandwidth targets are open (decode, the norms; lab/scripts/knob_search.sh; carry .whl, .whl-search).
 #   NODICE_COMMIT=<hash> STEP=1 OUT=... lab/scripts/gpu_dispatch.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,5 +32,6 @@ case "$gpu:${STEP:-1}" in
   *H200*:3)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
   *)
-    ONLY=gate BUDGET=${BUDGET:-540} lab/scripts/gpu_heldout4_cuda.sh ;;
+    TASK_SECONDS=${TASK_SECONDS:-170} BUDGET_EVALS=${BUDGET_EVALS:-40} \
+      lab/scripts/knob_search.sh ${KNOB_TASKS:-attention_decode rmsnorm add_rmsnorm} ;;
 esac
