@@ -3,17 +3,21 @@ rebuilt from the journal, and real runs on CPU through the gate, the same-bits c
 
 from __future__ import annotations
 
+import itertools
+import math
 import textwrap
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from nodice.evolution.agents.knob_search import KnobSearchAgent, propose
+from nodice.evolution.agents.knob_search import KnobSearchAgent, propose, settings_count
 from nodice.evolution.agents.knobs import (
     KnobError,
     Setting,
+    active,
     apply_setting,
+    canonical,
     current_setting,
     parse_label,
     read_knobs,
@@ -232,3 +236,79 @@ def _bad(declaration: str) -> str:
     with pytest.raises(KnobError) as err:
         read_knobs(f"ROW_ELEMENTS = 2048\n{declaration}\n")
     return err.value.line()
+
+
+# A split whose segment length is read only while the split is on, and a cap read only while the
+# segment length is the longest (conditions chain).
+_CONDITIONED = """
+SPLIT = 0
+SEG = 2048
+CAP = 16
+WARPS = 4
+KNOBS = {"WARPS": (4, 8), "CAP": (16, 64)}
+ORDER_KNOBS = {"SPLIT": (0, 1), "SEG": (1024, 2048, 4096)}
+KNOB_WHEN = {"CAP": {"SEG": (4096,)}, "SEG": {"SPLIT": 1}}
+"""
+
+
+def _canonical_grid(knobs: list) -> set[str]:
+    """Every setting of the grid as the one it stands for (brute force)."""
+    names = [k.name for k in knobs]
+    return {
+        setting_label(canonical(knobs, dict(zip(names, values, strict=True))))
+        for values in itertools.product(*(k.choices for k in knobs))
+    }
+
+
+def test_conditions_order_the_knobs_and_leave_unread_ones_at_the_source_value() -> None:
+    knobs = read_knobs(_CONDITIONED)
+    assert [k.name for k in knobs] == ["WARPS", "SPLIT", "SEG", "CAP"]  # a knob after what it reads
+    base = current_setting(knobs)
+    assert active(knobs, base) == {"WARPS", "SPLIT"}
+    # SEG and CAP are not read while SPLIT is off: any value there is the source's setting.
+    assert canonical(knobs, base | {"SEG": 4096, "CAP": 64}) == base
+    on = base | {"SPLIT": 1, "SEG": 4096, "CAP": 64}
+    assert active(knobs, on) == {"WARPS", "SPLIT", "SEG", "CAP"} and canonical(knobs, on) == on
+    assert canonical(knobs, on | {"SEG": 1024}) == on | {"SEG": 1024, "CAP": 16}
+    # 2 warps × (split off: 1 + split on: 1024, 2048, 4096 × 2 caps) = 10 settings, not 24.
+    assert settings_count(knobs) == len(_canonical_grid(knobs)) == 10
+
+
+@pytest.mark.parametrize("task", ["gemm", "attention_decode"])
+def test_the_count_of_settings_matches_the_grid(task: str) -> None:
+    knobs = read_knobs((KERNELS / f"{task}.py").read_text())
+    assert any(k.when for k in knobs)
+    if task == "attention_decode":  # small enough to enumerate
+        assert settings_count(knobs) == len(_canonical_grid(knobs)) < math.prod(len(k.choices) for k in knobs)
+    else:
+        assert settings_count(knobs) < math.prod(len(k.choices) for k in knobs) // 5
+
+
+def test_proposals_are_canonical_and_the_search_ends_with_the_reduced_grid() -> None:
+    knobs = read_knobs(_CONDITIONED)
+    trials: list[tuple[Setting, float]] = [(current_setting(knobs), 1.0)]
+    while (setting := propose(knobs, trials, seed=5)) is not None:
+        assert setting == canonical(knobs, setting)  # nothing set where the kernel does not read
+        trials.append((setting, 1.0 + 0.1 * len(trials)))
+    assert len(trials) == 10  # each distinct setting once, then exhausted
+    assert {setting_label(s) for s, _ in trials} == _canonical_grid(knobs)
+
+
+@pytest.mark.parametrize(
+    ("when", "says"),
+    [
+        ('{"NOPE": {"SPLIT": (1,)}}', "'NOPE', which is not a declared knob"),
+        ('{"SEG": {"NOPE": (1,)}}', "depends on 'NOPE'"),
+        ('{"SEG": {"SEG": (1,)}}', "depends on 'SEG'"),
+        ('{"SEG": {"SPLIT": (2,)}}', "outside its choices"),
+        ('{"SEG": (1,)}', "must map knob names"),
+        ('{"SEG": {"SPLIT": (1,)}, "SPLIT": {"SEG": (2048,)}}', "goes round in a circle"),
+    ],
+)
+def test_a_bad_condition_is_one_line(when: str, says: str) -> None:
+    source = _CONDITIONED.replace(
+        'KNOB_WHEN = {"CAP": {"SEG": (4096,)}, "SEG": {"SPLIT": 1}}', f"KNOB_WHEN = {when}"
+    )
+    with pytest.raises(KnobError) as err:
+        read_knobs(source)
+    assert says in err.value.line() and "\n" not in err.value.line()

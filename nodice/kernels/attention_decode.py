@@ -126,6 +126,8 @@ ORDER_KNOBS = {
     "LONG_FROM_TOKENS_D128": (8192, 16384),
     "SPLIT_TILE": (8, 16, 32),
 }
+# The long-request rule's threshold is read only while the rule is on.
+KNOB_WHEN = {"LONG_FROM_TOKENS_D128": {"LONG_SPLIT_TOKENS_D128": (1024, 2048)}}
 
 _COUNTERS: dict[torch.device, torch.Tensor] = {}
 # Buffers replaced by a larger one stay allocated: a CUDA graph captured with one keeps its address.

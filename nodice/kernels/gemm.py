@@ -152,6 +152,18 @@ ORDER_KNOBS = {
     "SPLIT_K": (0, 1),
     "SPLIT_SEG_K": (1024, 2048, 4096),
 }
+# Knobs the host code reads only under another knob's values: a setting that differs from another
+# only in a knob left unread is the same kernel, and the search proposes it once.
+KNOB_WHEN = {
+    "SINGLE_PTR_MIN_TILES": {"SINGLE_POINTER_LOADS": (1,)},
+    "SINGLE_PTR_NARROWEST_MIN_TILES": {"SINGLE_POINTER_LOADS": (1,)},
+    "SINGLE_PTR_NARROWEST_STAGES": {"SINGLE_PTR_NARROWEST_MIN_TILES": (128, 256, 264, 396)},
+    "DECODE_POINTER_LOADS": {"SINGLE_POINTER_LOADS": (1,)},
+    "CHAINED_SEG_K": {"CHAINED_SPLITS": (1,)},
+    "CHAINED_COST_PERCENT": {"CHAINED_SPLITS": (1,)},
+    "SPLIT_SEG_K": {"SPLIT_K": (1,)},
+    "SPLIT_MAX_M": {"SPLIT_K": (1,)},
+}
 
 
 def _sms(device: torch.device) -> int:

@@ -26,6 +26,7 @@ watches them as it watches any other agent's.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Iterable
@@ -36,7 +37,9 @@ from nodice.evolution.agents.knobs import (
     Knob,
     KnobError,
     Setting,
+    active,
     apply_setting,
+    canonical,
     current_setting,
     parse_label,
     read_knobs,
@@ -71,6 +74,23 @@ def journal_trials(attempts: Iterable[Attempt], knobs: list[Knob]) -> list[tuple
     return out
 
 
+def settings_count(knobs: list[Knob]) -> int:
+    """How many distinct settings the knobs have (an inactive knob's choices count once)."""
+    parents = [k for k in knobs if any(p == k.name for other in knobs for p, _ in other.when)]
+    others = [k for k in knobs if k not in parents]
+    fixed = {k.name: k.current for k in knobs}
+    heads = {
+        _key(canonical(knobs, fixed | dict(zip([p.name for p in parents], values, strict=True))))
+        for values in itertools.product(*(p.choices for p in parents))
+    }
+    total = 0
+    for head in heads:
+        setting = {name: value for name, (_, value) in head}
+        on = active(knobs, setting)
+        total += math.prod(len(k.choices) for k in others if k.name in on)
+    return total
+
+
 def propose(
     knobs: list[Knob],
     trials: list[tuple[Setting, float]],
@@ -78,7 +98,10 @@ def propose(
     seen: Callable[[Setting], bool] = lambda s: False,
 ) -> Setting | None:
     """The next setting to try: TPE over ``trials`` (seeded by ``seed`` and their number), never
-    one of them nor one ``seen`` says was evaluated; None when every setting was."""
+    one of them nor one ``seen`` says was evaluated; None when every setting was.
+
+    Settings are canonical (:func:`knobs.canonical`): a knob its ``KNOB_WHEN`` conditions leave
+    inactive keeps the source's value and is no parameter of the trial."""
     try:
         import optuna
         from optuna.distributions import BaseDistribution, CategoricalDistribution
@@ -92,21 +115,34 @@ def propose(
     study = optuna.create_study(direction="maximize", sampler=TPESampler(seed=run_seed))
     tried: dict[tuple[tuple[str, Any], ...], float] = {}
     for setting, value in trials:
-        if (
-            all(setting[n] in k.choices for n, k in zip(space, knobs, strict=True))
-            and _key(setting) not in tried
-        ):
-            study.add_trial(create_trial(params=setting, distributions=space, value=value))
+        if not all(setting[k.name] in k.choices for k in knobs):
+            continue
+        setting = canonical(knobs, setting)
+        if _key(setting) not in tried:
+            on = active(knobs, setting)
+            study.add_trial(
+                create_trial(
+                    params={n: v for n, v in setting.items() if n in on},
+                    distributions={n: d for n, d in space.items() if n in on},
+                    value=value,
+                )
+            )
             tried[_key(setting)] = value
-    if len(tried) >= math.prod(len(k.choices) for k in knobs):
+    if len(tried) >= settings_count(knobs):
         return None
 
     def fresh(setting: Setting) -> bool:
         return _key(setting) not in tried and not seen(setting)
 
     for _ in range(_TPE_DRAWS):
-        trial = study.ask(space)
-        setting = {n: trial.params[n] for n in space}
+        trial = study.ask()
+        drawn: Setting = {}
+        for k in knobs:  # a knob follows the knobs its conditions name
+            if all(drawn[p] in values and p in trial.params for p, values in k.when):
+                drawn[k.name] = trial.suggest_categorical(k.name, list(k.choices))
+            else:
+                drawn[k.name] = k.current
+        setting = canonical(knobs, drawn)
         if fresh(setting):
             return setting
         # Told what it already scored, so the model does not draw it again at once.
@@ -114,7 +150,7 @@ def propose(
         study.tell(trial, known, state=TrialState.COMPLETE if known is not None else TrialState.FAIL)
     rng = random.Random(run_seed)
     for _ in range(_RANDOM_DRAWS):
-        setting = {k.name: rng.choice(k.choices) for k in knobs}
+        setting = canonical(knobs, {k.name: rng.choice(k.choices) for k in knobs})
         if fresh(setting):
             return setting
     return None

@@ -18,18 +18,33 @@ A second dict, ``ORDER_KNOBS``, in the same form, lists the knobs that change th
 (a split size, a key tile, a chunk length): their settings give other bits by design, so the
 search judges them by the whole gate alone (reference correctness, batch invariance) and not bit
 for bit against the best version. A name may not be in both.
+
+A third, ``KNOB_WHEN``, says which knobs matter only while others hold given values (a split's
+segment length only with the split on, a pointer-load path's tiles only with that path on)::
+
+    KNOB_WHEN = {
+        "SPLIT_SEG_K": {"SPLIT_K": (1,)},          # read only while SPLIT_K is 1
+        "CHAINED_SPLITS": {"SPLIT_K": (0,)},       # never reached while SPLIT_K is 1
+        "CHAINED_SEG_K": {"CHAINED_SPLITS": (1,)}, # conditions chain: active while its parent is
+    }
+
+A knob is active when every condition holds and every knob it names is active itself. An inactive
+knob keeps the best version's value: settings that differ only there are one setting, never two
+evaluations, and the search never proposes a combination the kernel cannot reach.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from nodice.errors import NodiceError
 from nodice.evolution.agents.mutations import ParamSite, find_sites, replace_literal
 
 KNOBS_NAME = "KNOBS"
 ORDER_KNOBS_NAME = "ORDER_KNOBS"
+WHEN_NAME = "KNOB_WHEN"
 
 Value = int | bool
 Setting = dict[str, Value]
@@ -48,6 +63,8 @@ class Knob:
     site: ParamSite
     # Declared in ORDER_KNOBS: its settings reorder a sum, so they are not checked bit for bit.
     reorders: bool = False
+    # From KNOB_WHEN: (knob, values) pairs that must all hold for this knob to matter.
+    when: tuple[tuple[str, tuple[Value, ...]], ...] = ()
 
     @property
     def current(self) -> Value:
@@ -66,7 +83,7 @@ def _declaration(tree: ast.Module, name: str) -> ast.expr | None:
     return None
 
 
-def _declared(tree: ast.Module, name: str) -> dict[str, object]:
+def _declared(tree: ast.Module, name: str) -> dict[str, Any]:
     """The literal dict ``name`` holds ({} when the module does not assign it)."""
     node = _declaration(tree, name)
     if node is None:
@@ -124,7 +141,68 @@ def read_knobs(source: str) -> list[Knob]:
             knobs.append(
                 Knob(name, _choices(dict_name, name, raw), site, reorders=dict_name == ORDER_KNOBS_NAME)
             )
-    return knobs
+    return _conditioned(knobs, _declared(tree, WHEN_NAME))
+
+
+def _conditioned(knobs: list[Knob], declared: dict[str, Any]) -> list[Knob]:
+    """``knobs`` with the conditions of ``KNOB_WHEN``, in an order where a knob follows the knobs
+    its conditions name."""
+    by_name = {k.name: k for k in knobs}
+    for name, conditions in declared.items():
+        if name not in by_name:
+            raise KnobError(f"{WHEN_NAME} names {name!r}, which is not a declared knob")
+        if not isinstance(conditions, dict) or not conditions:
+            raise KnobError(f"{WHEN_NAME}[{name!r}] must map knob names to the values it is read under")
+        when = []
+        for parent, values in conditions.items():
+            if parent not in by_name or parent == name:
+                raise KnobError(
+                    f"{WHEN_NAME}[{name!r}] depends on {parent!r}, which is not another declared knob"
+                )
+            values = values if isinstance(values, (tuple, list)) else (values,)
+            outside = [v for v in values if v not in by_name[parent].choices]
+            if not values or outside:
+                raise KnobError(
+                    f"{WHEN_NAME}[{name!r}] asks {parent!r} for {values!r}, "
+                    f"outside its choices {by_name[parent].choices!r}"
+                )
+            when.append((parent, tuple(values)))
+        by_name[name] = replace(by_name[name], when=tuple(when))
+    ordered: list[Knob] = []
+    placed: set[str] = set()
+    placing: set[str] = set()
+
+    def place(k: Knob) -> None:
+        if k.name in placed:
+            return
+        if k.name in placing:
+            raise KnobError(f"{WHEN_NAME} goes round in a circle through {k.name!r}")
+        placing.add(k.name)
+        for parent, _ in k.when:
+            place(by_name[parent])
+        placing.discard(k.name)
+        placed.add(k.name)
+        ordered.append(k)
+
+    for k in knobs:
+        place(by_name[k.name])
+    return ordered
+
+
+def active(knobs: list[Knob], setting: Setting) -> set[str]:
+    """The knobs that matter under ``setting`` (every knob without conditions, and each whose
+    conditions hold on active knobs). ``knobs`` in :func:`read_knobs`'s order."""
+    on: set[str] = set()
+    for k in knobs:
+        if all(p in on and setting[p] in values for p, values in k.when):
+            on.add(k.name)
+    return on
+
+
+def canonical(knobs: list[Knob], setting: Setting) -> Setting:
+    """``setting`` with every inactive knob at the source's value: the one setting it stands for."""
+    on = active(knobs, setting)
+    return {k.name: setting[k.name] if k.name in on else k.current for k in knobs}
 
 
 def current_setting(knobs: list[Knob]) -> Setting:
