@@ -51,6 +51,35 @@ def test_a_pin_decided_true_runs_the_taken_side_only(tmp_path: Path) -> None:
     assert _choices(tmp_path, body) == []
 
 
+# A pinned path that returns first: what follows it never runs while the pin is on.
+RETURNS_FIRST = """
+    SPLIT = {pin}
+
+    def kernel(x, weight, eps):
+        y = torch.empty_like(x)
+        if SPLIT:
+            if x.shape[1] > 4096:
+                _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=4096)
+                return y
+            {last}
+        if x.shape[0] < 16:
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=256)
+        else:
+            _row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=1024)
+        return y
+    """
+
+
+def test_the_rest_of_a_body_after_a_pinned_return_is_no_choice(tmp_path: Path) -> None:
+    returns = "_row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=1024)\n            return y"
+    assert _choices(tmp_path, RETURNS_FIRST.format(pin=1, last=returns)) == []
+    # Pin off: the batch-dependent tile after it runs.
+    assert _choices(tmp_path, RETURNS_FIRST.format(pin=0, last=returns)) == ["algorithm_selection"]
+    # Pin on, but the pinned side can fall through (no return on one path): the rest can run.
+    falls = "_row[(x.shape[0],)](x, weight, y, x.shape[1], eps, BLOCK_H=1024)"
+    assert _choices(tmp_path, RETURNS_FIRST.format(pin=1, last=falls)) == ["algorithm_selection"]
+
+
 def test_a_helper_returning_a_switched_off_condition(tmp_path: Path) -> None:
     body = """
         SMALL_PATH = False

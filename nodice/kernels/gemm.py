@@ -122,7 +122,7 @@ CHAINED_COST_PERCENT = 10
 # walks its tile's segments one after another and adds them in the same order. The same MMAs from
 # zero per segment and the same additions of the segments: the same bits at every M. The shipped
 # sum (one fp32 running sum over K) is another one, so the pin changes the kernel's bits for every
-# product, and the chained segments above (a running sum) are off while it is on.
+# product, and the chained segments above (a running sum) are never read while it is on.
 SPLIT_K = 0
 SPLIT_SEG_K = 2048
 SPLIT_MAX_M = 64
@@ -163,6 +163,8 @@ KNOB_WHEN = {
     "CHAINED_COST_PERCENT": {"CHAINED_SPLITS": (1,)},
     "SPLIT_SEG_K": {"SPLIT_K": (1,)},
     "SPLIT_MAX_M": {"SPLIT_K": (1,)},
+    # With split-K on, every product is a split (or one segment: the one-pass sum), never chained.
+    "CHAINED_SPLITS": {"SPLIT_K": (0,)},
 }
 
 
@@ -544,8 +546,11 @@ def kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     sms = _sms(a.device)
     block_m, block_n, group_m, warps, stages = _tile(m, n, sms)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
-    if SPLIT_K and _split_segments(k) > 1:
-        return _split(a, b, c, block_m, block_n, group_m, warps, stages, grid)
+    if SPLIT_K:
+        # One segment is the one-pass sum (0 + s_0 = s_0); the chained segments stay unread.
+        if _split_segments(k) > 1:
+            return _split(a, b, c, block_m, block_n, group_m, warps, stages, grid)
+        return _launch(a, b, c, grid, (block_m, block_n, group_m, warps, stages))
     # The chain's segment length follows K alone; whether a product is chained follows its waves.
     segments = _segments(k)
     seg_k = triton.cdiv(triton.cdiv(k, BLOCK_K), segments) * BLOCK_K

@@ -128,6 +128,9 @@ class Interp(
         self.seeded_loops: set[int] = set()
         self.scope_body: list[ast.stmt] = []  # the function (or module) body being run
         self._rest: list[ast.stmt] = []
+        # Set by a branch the pins decide whose taken side returns or raises: the statements after
+        # it in the body being run never run, for any batch.
+        self._unreached = False
         # Per enclosing ``try``: the batch-dependent conditions under which its body raises (an
         # ``if …: raise`` or an ``assert``); its handlers run under them.
         self.raises: list[list[Trace]] = []
@@ -170,6 +173,9 @@ class Interp(
                 if type(s) is ast.If or type(s) is ast.Try:
                     self._rest = body[i + 1 :]
                 method(self, s)
+                if self._unreached:
+                    self._unreached = False
+                    break
         self.control = saved
 
     def assign(self, target: ast.AST, value: V, node: ast.AST) -> None:
@@ -327,9 +333,13 @@ class Interp(
         decided = truth(s.test, self.visible_pins())
         if decided is not None:
             # Pins decide the test (``if FAST_PATH and n_rows < 16:`` with FAST_PATH = 0): the
-            # other side never runs, for any batch, so it is neither a branch nor a choice.
+            # other side never runs, for any batch, so it is neither a branch nor a choice. Where the
+            # side it takes returns or raises (``if SPLIT_K: return split(…)``), neither does the
+            # rest of the body.
             self.expr(s.test)
-            self.run(s.body if decided else s.orelse)
+            taken = s.body if decided else s.orelse
+            self.run(taken)
+            self._unreached = terminates(taken)
             return
         rest = self._rest
         cond = self.expr(s.test)
