@@ -83,6 +83,8 @@ def task_from_options(
         raise UsageError(f"--batch-axis must be 0 or more, not {batch_axis}")
     if batch_size is not None and batch_size < 1:
         raise UsageError(f"--batch-size must be 1 or more, not {batch_size}")
+    if reference.is_dir():
+        raise ReferenceFileError(f"{reference} is a folder: --reference takes one problem file")
     if not reference.is_file():
         raise ReferenceFileError(f"no such file: {reference}")
     return reference_task_name(reference, batch_axis or 0, batch_size, eval_mode)

@@ -308,6 +308,16 @@ def test_a_problem_too_large_for_this_process_is_refused_before_it_is_allocated(
     assert "one get_inputs() call takes 68.7 GB (batch 4096, 16.8 MB a sample)" in error
     assert "shrink the batch axis with --batch-size N (--batch-size " in error
     assert "\n" not in error
+    # Without a batch_size global, --batch-size slices each call's whole batch: it cannot help.
+    sliced = tmp_path / "sliced.py"
+    sliced.write_text(
+        ref.read_text().replace("batch_size = 4096", "rows = 4096").replace("rand(batch_size,", "rand(rows,")
+    )
+    proc = run_cli("check", str(sliced), "--reference", str(sliced), "--batch-size", "16", "--json")
+    payload = json.loads(proc.stdout)
+    assert proc.returncode == 2 and payload["reason"] == payload["error"]
+    assert "--batch-size 16 cannot help, since the file has no batch_size global" in payload["error"]
+    assert "shrink the batch axis" not in payload["error"]
 
 
 def test_options_of_a_reference_are_refused_with_a_task(tmp_path: Path) -> None:
@@ -320,6 +330,9 @@ def test_options_of_a_reference_are_refused_with_a_task(tmp_path: Path) -> None:
     assert proc.returncode == 2
     payload = json.loads(proc.stdout)
     assert payload["verdict"] == "error" and payload["error"] == f"bad reference: no such file: {missing}"
+    assert payload["reason"] == payload["error"] and payload["task"] == f"reference:{missing.resolve()}"
+    proc = run_cli("check", "x.py", "--reference", str(tmp_path), "--json")
+    assert f"bad reference: {tmp_path} is a folder: --reference takes one problem file" in proc.stderr
 
 
 def test_audit_counts_applicable_artifacts_apart_from_their_verdicts(tmp_path: Path) -> None:

@@ -166,7 +166,8 @@ def check(
         )
 
     def refuse(message: str) -> NoReturn:
-        _refuse(message, where, str(file), str(definition or reference or task or ""))
+        named = f"reference:{reference.resolve()}" if reference is not None else None
+        _refuse(message, where, str(file), str(definition or named or task or ""))
 
     if definition is None:
         if trace is not None:
@@ -204,7 +205,7 @@ def check(
 
 def _refuse(message: str, where: _Where, candidate: str, task: str = "") -> NoReturn:
     """An error before any verdict: with ``--json``, first the one JSON object (verdict ``error``)."""
-    result = CheckResult("error", task, candidate, where.device or "", "", error=message)
+    result = CheckResult("error", task, candidate, where.device or "", "", error=message, reason=message)
     fail(message, json_object=result.to_dict() if where.as_json else None)
 
 

@@ -223,12 +223,23 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
-def check_fits(path: Path, nbytes: int, batch: int, available: int | None, where: str) -> None:
-    """Refuse a batch the gate cannot hold ``BATCHES_HELD`` times in ``available`` bytes of ``where``."""
+def check_fits(
+    path: Path, nbytes: int, batch: int, available: int | None, where: str, sliced: int | None = None
+) -> None:
+    """Refuse a batch the gate cannot hold ``BATCHES_HELD`` times in ``available`` bytes of ``where``.
+    ``sliced``: the --batch-size asked for, where it is taken from the whole batch each call draws."""
     need = BATCHES_HELD * nbytes
     if available is None or need <= available:
         return
     per_sample = max(nbytes // max(batch, 1), 1)
+    if sliced is not None:
+        raise ReferenceFileError(
+            f"{path.name}: one get_inputs() call takes {_gb(nbytes)} (batch {batch}) and the gate holds "
+            f"about {BATCHES_HELD} such calls, more than the {_gb(available)} {where}; --batch-size "
+            f"{sliced} cannot help, since the file has no {BATCH_GLOBAL} global that sizes the batch "
+            "alone and each call draws the whole batch before the first samples are taken: "
+            "make get_inputs() draw fewer samples in a copy of the file"
+        )
     fits = max(available // (BATCHES_HELD * per_sample), 0)
     hint = f"--batch-size {fits} fits" if fits >= 1 else "not even one sample fits"
     raise ReferenceFileError(
@@ -311,7 +322,8 @@ def read_reference(path: str | Path, batch_axis: int | ReferenceSpec = 0) -> Ref
     if meta is not None and full is not None:
         # The size one call will take, checked before it is taken (slicing draws the full batch first).
         n = spec.batch_size if spec.batch_size is not None and shrunk.startswith("its ") else full
-        check_fits(p, _nbytes(meta) * n // full, n, memory_available(), "this process may use")
+        sliced = spec.batch_size if shrunk.startswith("the first ") else None
+        check_fits(p, _nbytes(meta) * n // full, n, memory_available(), "this process may use", sliced)
     raw = as_list(seeded(lambda: call_user(get_inputs, "get_inputs()", p), INIT_SEED), "get_inputs()")
     if not raw:
         raise ReferenceFileError(f"{p.name}: get_inputs() returns no inputs")
