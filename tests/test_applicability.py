@@ -75,7 +75,8 @@ COUPLING = {
         def get_init_inputs():
             return [16, 8]
         """,
-        "BatchNorm1d 'bn' in training mode",
+        "BatchNorm1d 'bn' in training mode normalises with statistics over the batch, as KernelBench's "
+        "harness runs it; --eval-mode judges the inference form",
     ),
     "mean_over_batch": (
         """
@@ -101,7 +102,8 @@ COUPLING = {
         def get_inputs():
             return [torch.randn(8, 64)]
         """,
-        "Dropout 'drop' in training mode draws a random mask",
+        "Dropout 'drop' in training mode draws a random mask, as KernelBench's harness runs it; "
+        "--eval-mode judges the inference form (no dropout)",
     ),
     "mse_loss": (
         """
@@ -244,6 +246,35 @@ def test_a_per_sample_operator_is_applicable_and_a_violation_is_still_caught(tmp
     r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=2)
     assert r.stage("applicability").verdict == "pass"
     assert r.verdict == "bi_violation", r.reason
+    # The reference itself keeps a sample's bits: the violation is the candidate's own.
+    assert not [n for n in r.notes if "itself" in n]
+
+
+def test_a_reference_that_changes_bits_itself_is_named_beside_the_verdict(tmp_path: Path) -> None:
+    """A library operator can change a sample's bits with the batch on one device (torch's CPU matmul
+    on some CPUs): ``Model`` itself then fails as any candidate that keeps the operator does, and the
+    report says so. Here the reference sums each row in another order from batch 4 on: per sample in
+    float64 (differences far below the applicability test's 1e-9), another fp32 rounding."""
+    ref = _write(
+        tmp_path,
+        "rowsum.py",
+        """
+        class Model(nn.Module):
+            def forward(self, x):
+                if x.shape[0] >= 4:
+                    return torch.cumsum(x, dim=1)[:, -1:]
+                return x.sum(dim=1, keepdim=True)
+
+        def get_inputs():
+            return [torch.randn(16, 256)]
+        """,
+    )
+    cand = _write(tmp_path, "cand.py", FAITHFUL.format(module="rowsum"))
+    r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=5)
+    assert r.stage("applicability").verdict == "pass"
+    assert r.verdict == "bi_violation", r.reason
+    notes = [n for n in r.notes if n.startswith("Model itself (the reference, unchanged)")]
+    assert len(notes) == 1 and "not batch-invariant on this device (cpu, float32)" in notes[0]
 
 
 def test_batch_size_names_travel_and_shrink_through_the_batch_global(tmp_path: Path) -> None:

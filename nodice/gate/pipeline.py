@@ -158,6 +158,37 @@ def _settle(watch: BranchWatch, result: CheckResult) -> None:
     result.reason = f"static: {w.finding.message} ({why})"
 
 
+def _reference_too(
+    t: Task, dev: torch.device, dtype: torch.dtype, seed: int, contexts: list[Any], result: CheckResult
+) -> None:
+    """After a mismatch on a reference file's problem: whether ``Model`` itself, unchanged and in the
+    judged dtype, changes a sample's bits the same way on this device; if so, a note that says so
+    (the candidate inherits it from the operators both call, not from code of its own)."""
+    eager = getattr(t, "eager_model", None)
+    path = getattr(getattr(t, "ref", None), "path", None)
+    if eager is None or path is None:
+        return
+    try:
+        model = eager(dev, dtype)
+
+        def run(*args: Any) -> Any:
+            with torch.no_grad():
+                return model(*args)
+
+        rep = validate(t, run, Path(path), dev, dtype, seed, contexts=contexts)
+    except Exception:  # the reference's own failure is not this verdict's business
+        return
+    if rep.mismatch is not None:
+        name = getattr(t, "reference_name", "Model")
+        where = f"{dev.type}, {str(dtype).removeprefix('torch.')}"
+        other = "a GPU" if dev.type == "cpu" else "another GPU or library version"
+        result.notes.append(
+            f"{name} itself (the reference, unchanged) is not batch-invariant on this device ({where}): "
+            f"{rep.mismatch.line()}; the library operators it calls give a sample other bits in another "
+            f"batch here, and a candidate that keeps them inherits that ({other} may not)"
+        )
+
+
 def check(
     path: str | Path,
     task: Task | str,
@@ -315,6 +346,7 @@ def check(
                 result.verdict = "bi_violation"
                 result.mismatch = drep.mismatch
                 result.reason = f"dynamic: {drep.mismatch.line()}"
+                _reference_too(t, dev, dtype, seed, contexts, result)
                 return result
             if mm is not None:
                 result.stages.append(StageResult("dynamic", "reject", _ms(t0), mm.line(), stats))
