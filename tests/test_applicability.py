@@ -396,3 +396,27 @@ def test_audit_counts_applicable_artifacts_apart_from_their_verdicts(tmp_path: P
         "batch-applicable: 1 of 2 (1 couple their samples); on the applicable ones: 1 pass; "
         "1 could not be judged"
     )
+
+
+def test_a_square_shared_operand_is_named_as_the_likely_cause(tmp_path: Path) -> None:
+    """KernelBench's square matmul passes B with N rows, as many as A's: sliced per sample it breaks,
+    and the report says which inputs were sliced and what to do, instead of blaming coupling."""
+    ref = _write(
+        tmp_path,
+        "square.py",
+        """
+        class Model(nn.Module):
+            def forward(self, A, B):
+                return torch.matmul(A, B)
+
+        N = 24
+
+        def get_inputs():
+            return [torch.randn(N, N), torch.randn(N, N)]
+        """,
+    )
+    cand = _write(tmp_path, "cand.py", FAITHFUL.format(module="square"))
+    r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=1)
+    assert r.verdict == "not_applicable"
+    assert "inputs 0 (A), 1 (B) all have the batch's length on the batch axis" in r.reason
+    assert "make it a parameter of Model" in r.reason and "depends on other samples" not in r.reason

@@ -129,6 +129,15 @@ def _coupling(task: Task, device: torch.device, seed: int) -> str:
         raise
     except Exception as exc:  # a reference that cannot run one sample alone (BatchNorm1d in training)
         cause = _named_cause(task)
+        shared = _maybe_shared(task)
+        if shared and not cause:
+            # A matmul's square B has the batch's length on axis 0 too: sliced as a batch, it breaks.
+            return (
+                f"{name} cannot run a batch of one sample ({_first_line(exc)}): inputs {shared} all have "
+                "the batch's length on the batch axis, so each was sliced per sample; if one is an operand "
+                "every sample shares (a matmul's B), it has no batch axis: make it a parameter of Model "
+                "(built in __init__)"
+            )
         return (
             f"{name} cannot run a batch of one sample ({_first_line(exc)}): its output for a sample depends "
             f"on other samples{f' ({cause})' if cause else ''}"
@@ -155,6 +164,14 @@ def _coupling(task: Task, device: torch.device, seed: int) -> str:
                 f"{f' ({cause})' if cause else ''}; no candidate can be batch-invariant for it"
             )
     return ""
+
+
+def _maybe_shared(task: Task) -> str:
+    """The names of the batched inputs when more than one is a tensor of two or more dimensions
+    (one of them may be an operand the samples share), else ""."""
+    ref = getattr(task, "ref", None)
+    slots = [(i, s) for i, s in enumerate(getattr(ref, "inputs", ())) if s.batched and len(s.shape) >= 2]
+    return ", ".join(f"{i} ({s.name})" for i, s in slots) if len(slots) > 1 else ""
 
 
 def _first_line(exc: BaseException) -> str:

@@ -114,7 +114,11 @@ def alias_reason(
     for name, span in spans:
         for j, ispan in inputs:
             if _overlap(span, ispan):
-                return f"{name} aliases {label(j)} (the kernel returned or wrote into its input)"
+                return (
+                    f"{name} aliases {label(j)} (the kernel returned or wrote into its input, as an "
+                    "in-place op does: every call must return new tensors, since one input is fed to "
+                    "many calls; allocate the output)"
+                )
     for k, (name, span) in enumerate(spans):
         for other, ospan in spans[k + 1 :]:
             if _overlap(span, ospan):
