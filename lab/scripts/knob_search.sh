@@ -18,9 +18,10 @@ tasks=("$@")
 [ ${#tasks[@]} -eq 0 ] && tasks=(rmsnorm add_rmsnorm gemm attention_decode moe attention_prefill gdn sampling)
 specs=()
 for task in "${tasks[@]}"; do
-    # The search stops itself a little before the measurement's limit so the copy always runs.
-    specs+=("knobs-$task=$seconds=timeout $((seconds - 10)) python3 -m nodice evolve $task --agent knobs \
---seed nodice/kernels/$task.py --device cuda --budget $evals --time-budget $((seconds - 25)) --run-dir runs/knobs-$task; \
+    # The search stops itself a minute before the measurement's limit (an evaluation in flight finishes
+    # first: a decode one took over 25 s), and is killed 15 s before it, so the copy always runs.
+    specs+=("knobs-$task=$seconds=timeout -k 5 $((seconds - 15)) python3 -m nodice evolve $task --agent knobs \
+--seed nodice/kernels/$task.py --device cuda --budget $evals --time-budget $((seconds - 60)) --run-dir runs/knobs-$task; \
 rc=\$?; cp -r runs/knobs-$task \$RUN/run; exit \$rc")
 done
 bench/gpu/run_many.sh "${specs[@]}"
