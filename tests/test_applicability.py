@@ -248,6 +248,8 @@ def test_a_per_sample_operator_is_applicable_and_a_violation_is_still_caught(tmp
     assert r.verdict == "bi_violation", r.reason
     # The reference itself keeps a sample's bits: the violation is the candidate's own.
     assert not [n for n in r.notes if "itself" in n]
+    # No Triton in the candidate: no word of how Triton runs on the CPU.
+    assert not [n for n in r.notes if n.startswith("CPU run: Triton")]
 
 
 def test_a_reference_that_changes_bits_itself_is_named_beside_the_verdict(tmp_path: Path) -> None:

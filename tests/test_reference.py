@@ -80,6 +80,7 @@ def test_triton_model_new_passes_the_whole_gate() -> None:
     for stage in ("static", "guards", "correctness", "dynamic"):
         assert result["stages"][stage]["verdict"] == "pass", stage
     assert result["stages"]["dynamic"]["stats"]["contexts"] >= 18  # 6 batch sizes, 3 positions
+    assert result["notes"][0].startswith("CPU run: Triton kernels run under TRITON_INTERPRET=1")
 
 
 def test_split_count_from_batch_is_caught_statically() -> None:

@@ -215,8 +215,6 @@ def check(
         dev = resolve_device(device)
         dtype = t.dtype_for(dev)
         result.device, result.dtype = dev.type, str(dtype).removeprefix("torch.")
-        if dev.type == "cpu":
-            result.notes.append(CPU_NOTE)
         seed = secrets.randbits(31) if seed is None else seed
         result.notes.append(f"seed={seed}")
         t0 = time.perf_counter()
@@ -224,7 +222,10 @@ def check(
         if check_applicable(t, dev, seed):
             result.stages.append(StageResult("applicability", "pass", _ms(t0)))
         p = Path(path)
-        portability = triton_globals.note(triton_globals.nonconstexpr_globals(read_source(p.resolve())))
+        source = read_source(p.resolve())
+        if dev.type == "cpu" and "triton" in source:
+            result.notes.insert(0, CPU_NOTE)  # how its Triton kernels run here
+        portability = triton_globals.note(triton_globals.nonconstexpr_globals(source))
         if portability:
             result.notes.append(portability)
 
