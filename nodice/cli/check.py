@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 def render_result(r: CheckResult, console: Console = out) -> None:
     style = VERDICT_STYLE.get(r.verdict, "bold")
-    console.print(f"[{style}]{r.verdict.upper()}[/] {r.candidate} (task {r.task}, {r.device}, {r.dtype})")
+    where = ", ".join(x for x in (r.task and f"task {r.task}", r.device, r.dtype) if x)
+    console.print(f"[{style}]{r.verdict.upper()}[/] {r.candidate} ({where})")
     for s in r.stages:
         detail = f" — {s.detail}" if s.detail else ""
         console.print(
