@@ -170,3 +170,20 @@ def test_tasks_lists_signatures() -> None:
     assert "rmsnorm" in names
     assert names["rmsnorm"]["signature"].startswith("kernel(x[B,H]")
     assert len(names["rmsnorm"]["workloads"]) >= 3
+
+
+def test_a_kernel_that_needs_cuda_says_how_to_judge_it_on_a_cpu(tmp_path: Path) -> None:
+    cand = tmp_path / "cuda_only.py"
+    cand.write_text(
+        "import torch\n\n\ndef kernel(x, weight, eps):\n"
+        '    assert x.is_cuda, "Tensors must be on CUDA."\n'
+        "    return x * weight\n"
+    )
+    proc = run_cli("check", str(cand), "-t", "rmsnorm", "--device", "cpu", "--json")
+    assert proc.returncode == 2
+    error = json.loads(proc.stdout)["error"]
+    assert "Tensors must be on CUDA." in error and "a kernel that needs CUDA runs with --device cuda" in error
+    # A crash with no word of CUDA gets no such hint.
+    cand.write_text("def kernel(x, weight, eps):\n    raise ValueError('no rows')\n")
+    proc = run_cli("check", str(cand), "-t", "rmsnorm", "--device", "cpu", "--json")
+    assert "no rows" in json.loads(proc.stdout)["error"] and "--device cuda" not in proc.stdout

@@ -98,7 +98,11 @@ def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) 
     except (KeyboardInterrupt, NodiceError, CheatDetected):
         raise  # the harness's own verdicts (bad output, a guard's cheat) pass through unchanged
     except BaseException as exc:
-        raise KernelCrashError(describe_exception(exc, candidate, limit=400)) from None
+        described = describe_exception(exc, candidate, limit=400)
+        on_cpu = any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args)
+        if on_cpu and ("CUDA" in described or "is_cuda" in described or ".cuda()" in described):
+            described += " (this run feeds CPU tensors: a kernel that needs CUDA runs with --device cuda)"
+        raise KernelCrashError(described) from None
 
 
 OutputSpec = list[tuple[torch.Size, torch.dtype]]
