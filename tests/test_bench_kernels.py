@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from nodice.bench.kernels_table import invariant_ratios, markdown, task_rows
 from nodice.kernels import bundled_kernel, is_seed
+from tests.evolution_helpers import shared_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,6 +32,26 @@ def rmsnorm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
         "--markdown", str(out / "k.md"),
     )  # fmt: skip
     return proc, out
+
+
+def unwarmed_rmsnorm_report(factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The report of ``nodice bench kernels --task rmsnorm --warm-workers 0`` on CPU (no warm-up phase:
+    the measuring phase audits the baselines itself), made once per test session, under xdist too; a
+    fresh copy for each caller. The local run the Ray tests compare a cluster's report with."""
+    folder = shared_folder(factory)
+    report = folder / "kernels-unwarmed.json"
+    with open(folder / "kernels-unwarmed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not report.exists():
+            partial = folder / "kernels-unwarmed.partial.json"
+            partial.unlink(missing_ok=True)
+            proc = _nodice(
+                "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(partial),
+                "--warm-workers", "0",
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            partial.rename(report)
+    return dict(json.loads(report.read_text()))
 
 
 def test_the_report_has_every_field_spec_pins(rmsnorm_run: tuple[Any, Path]) -> None:
@@ -86,14 +108,11 @@ def test_a_resumed_call_keeps_both_calls_provenance(rmsnorm_run: tuple[Any, Path
     assert f"Resumed {call['date']}: `{call['command']}`." in (tmp_path / "k.md").read_text()
 
 
-def test_without_warm_up_the_measuring_phase_audits(rmsnorm_run: tuple[Any, Path], tmp_path: Path) -> None:
+def test_without_warm_up_the_measuring_phase_audits(
+    rmsnorm_run: tuple[Any, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     _, out = rmsnorm_run
-    proc = _nodice(
-        "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(tmp_path / "k.json"),
-        "--warm-workers", "0",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads((tmp_path / "k.json").read_text())
+    report = unwarmed_rmsnorm_report(tmp_path_factory)
     warmed = json.loads((out / "k.json").read_text())
     assert "warm_up" not in report and "baselines_audited_in_warm_up" not in report["tasks"]["rmsnorm"]
     # The same verdict either way: the warm-up only moves the audit, it does not change it.

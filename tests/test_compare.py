@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,15 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         if not printed.exists():
             shutil.rmtree(folder, ignore_errors=True)
             common = ["--device", "cpu", "--budget", str(BUDGET), "--rng-seed", "0", "--no-report"]
-            for root, extra in ((bi, []), (vanilla, ["--no-bi"])):
-                r = run_cli("evolve", "rmsnorm", "--run-dir", str(root), *common, *extra)
-                assert r.returncode == 0, r.stdout + r.stderr
+            # The two runs are independent: made side by side.
+            with ThreadPoolExecutor(2) as pool:
+                runs = pool.map(
+                    lambda root, extra: run_cli("evolve", "rmsnorm", "--run-dir", str(root), *common, *extra),
+                    (bi, vanilla),
+                    ([], ["--no-bi"]),
+                )
+                for r in runs:
+                    assert r.returncode == 0, r.stdout + r.stderr
             r = run_cli("compare", str(bi), str(vanilla), "--json", str(out), "--all-versions")
             assert r.returncode == 0, r.stdout + r.stderr
             printed.write_text(r.stdout)
