@@ -65,6 +65,9 @@ def test_check_on_a_missing_cuda_device_says_so_in_one_line() -> None:
     r = run_cli(*args)
     assert r.returncode == 2
     assert "no CUDA device is visible" in r.stderr and "Traceback" not in r.stderr + r.stdout
+    # the cause alone: neither the worker's exit nor a crash of the candidate
+    line = "device unavailable: cuda requested but no CUDA device is visible"
+    assert r.stderr.strip().splitlines() == [line]
     r = run_cli(*args, "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 2 and out["verdict"] == "error"

@@ -38,6 +38,8 @@ def _choices(tmp_path: Path, body: str) -> list[str]:
         "FAST_PATH and x.shape[0] < 16",
         "x.shape[0] < 16 and FAST_PATH",
         "not (not FAST_PATH or x.shape[0] > 8)",
+        "FAST_PATH == 1 and x.shape[0] < 16",
+        "0 < FAST_PATH <= 4 and x.shape[0] < 16",
     ],
 )
 def test_a_branch_a_pin_switches_off_is_no_choice(tmp_path: Path, test: str) -> None:
@@ -193,3 +195,10 @@ def test_module_pins_and_truth() -> None:
     assert truth(ast.parse("n < 4 or A", mode="eval").body, pins) is None
     assert truth(ast.parse("not A", mode="eval").body, pins) is True
     assert truth(ast.parse("A", mode="eval").body, pins, local=frozenset({"A"})) is None
+    # comparisons of pins and literals, chained as Python chains them; anything else undecided
+    assert truth(ast.parse("B == 128", mode="eval").body, pins) is True
+    assert truth(ast.parse("C < 0 < D <= 1", mode="eval").body, pins) is True
+    assert truth(ast.parse("A is None", mode="eval").body, pins) is False
+    assert truth(ast.parse("B > n", mode="eval").body, pins) is None
+    assert truth(ast.parse("E == 3", mode="eval").body, pins) is None
+    assert truth(ast.parse("B < 'x'", mode="eval").body, pins) is None

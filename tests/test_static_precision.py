@@ -174,19 +174,21 @@ import torch
 import torch.nn as nn
 
 
+TAPS = 3
+
+
 class ModelNew(nn.Module):
     def __init__(self, features: int):
         super().__init__()
         self.proj = nn.Linear(features, features, bias=False)
-        self.taps = 3
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.taps == 0:
+        if TAPS == 0:  # a pinned-off path: cuBLAS on the batch never runs
             return self.proj(x)
         low = x.shape[0] >= 4
         xx = {chosen}
         out = None
-        for j in range(self.taps):
+        for j in range(TAPS):
             term = xx * (j + 1)
             out = term if out is None else out + term
         return out.to(x.dtype)

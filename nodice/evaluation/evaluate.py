@@ -222,7 +222,8 @@ class Evaluator:
                 dict(p.get("timings", {})),
             )
         reason = f"kernel crashed: {outcome.failure}"
-        if outcome.failure.startswith(("timed out", "out of memory", "worker failed", "cannot load")):
+        not_the_kernel = ("timed out", "out of memory", "worker failed", "cannot load", "device unavailable")
+        if outcome.failure.startswith(not_the_kernel):
             reason = outcome.failure
         site = hang_site(outcome.log, Path(candidate)) if reason.startswith("timed out") else ""
         last = [ln for ln in outcome.log.strip().splitlines() if ln.strip()][-1:]

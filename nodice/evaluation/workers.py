@@ -29,7 +29,7 @@ from multiprocessing.connection import wait as wait_for_any
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodice.errors import NodiceError
+from nodice.errors import DeviceError, NodiceError
 from nodice.evaluation.budgets import Budgets
 from nodice.evaluation.clock import JobClock, StartupClock, compiler_running, run_delay_s
 from nodice.evaluation.forkserver import (
@@ -72,6 +72,12 @@ def shared_fork_server_environment() -> dict[str, str]:
 
 class WorkerStartError(NodiceError):
     kind = "worker failed to start"
+
+
+class WorkerDeviceError(WorkerStartError):
+    """The worker started but found no such device: the one line says so, without the worker's exit."""
+
+    kind = DeviceError.kind
 
 
 @dataclass
@@ -144,6 +150,9 @@ class WorkerProcess:
         if ready.payload is None:
             tail = ready.log.strip().splitlines()[-1:] if ready.log.strip() else []
             self.close()
+            if tail and tail[0].startswith(f"{DeviceError.kind}: "):
+                # The worker's own one line (``--device cuda`` on a machine without one): that is the cause.
+                raise WorkerDeviceError(tail[0].removeprefix(f"{DeviceError.kind}: "))
             raise WorkerStartError(ready.failure + (f": {tail[0]}" if tail else ""))
         info = ready.payload
         self.device = info["device"]

@@ -93,6 +93,8 @@ class CallMixin(LibraryMixin, ChoiceMixin):
             return self.method_call(recv, name, args, kwargs, node)
         if kind == "py":
             return self.py_call(fv.ref, args, kwargs, node)
+        if kind == "nnmodule":
+            return self.nn_module_call(fv, args, kwargs, node)  # type: ignore[attr-defined,no-any-return]
         if kind == "partial":
             f, pargs, pkw = fv.ref
             return self.dispatch(f, pargs + args, {**pkw, **kwargs}, node)

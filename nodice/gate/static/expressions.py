@@ -13,6 +13,7 @@ import dataclasses
 import operator
 from typing import TYPE_CHECKING, Any
 
+import nodice.gate.static.nn_modules as nn_modules
 import nodice.gate.static.per_sample as per_sample
 import nodice.gate.static.tiles as tiles
 from nodice.gate.static.branches import ifexp_branch
@@ -349,6 +350,8 @@ class ExprMixin:
             return v if v is not None else UNKNOWN
         if base.kind == "py":
             return V(kind="py", ref=f"{base.ref}.{attr}")
+        if base.kind == "nnmodule":
+            return nn_modules.attribute(base, attr)
         if base.kind == "dict" and attr in ("get", "items", "values", "keys", "setdefault", "update", "pop"):
             return V(kind="method", ref=(base, attr))
         if base.kind in ("seq", "generator", "shape") or base.kind == "value":

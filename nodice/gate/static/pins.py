@@ -18,6 +18,7 @@ read from the environment, computed, or written anywhere else stay ordinary valu
 from __future__ import annotations
 
 import ast
+import operator
 import os
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,25 @@ def stored_attributes(folder: Path) -> frozenset[str]:
     return frozenset(out)
 
 
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+
+
+def _pinned(node: ast.expr, pins: dict[str, Any], local: frozenset[str]) -> Any:
+    """A literal's or a pin's value; ``NO_CONST`` for anything else."""
+    if isinstance(node, ast.Name):
+        return pins[node.id] if node.id in pins and node.id not in local else NO_CONST
+    return _literal(node)
+
+
 def truth(node: ast.expr, pins: dict[str, Any], local: frozenset[str] = frozenset()) -> bool | None:
     """Whether ``node`` is true, where literals and pins decide it; None where they do not.
 
@@ -128,6 +148,17 @@ def truth(node: ast.expr, pins: dict[str, Any], local: frozenset[str] = frozense
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = truth(node.operand, pins, local)
         return None if inner is None else not inner
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        # ``TAPS == 0``, ``0 < SPLIT_K <= 4``: pins and literals only, compared as Python would.
+        values = [_pinned(v, pins, local) for v in [node.left, *node.comparators]]
+        if any(v is NO_CONST for v in values):
+            return None
+        try:
+            return all(
+                _COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:], strict=False)
+            )
+        except TypeError:
+            return None
     if isinstance(node, ast.BoolOp):
         stop = isinstance(node.op, ast.Or)  # the truth at which evaluation stops
         decided = [truth(v, pins, local) for v in node.values]

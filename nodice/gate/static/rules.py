@@ -250,7 +250,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "library_batched_kernel",
             "algorithm_selection",
-            "a batched library GEMM/attention whose batch count depends on the batch",
+            "a batched library GEMM/attention whose batch count depends on the batch, or a library "
+            "convolution on a batch-shaped input",
             "left to dynamic validation; libraries may pick kernels by the batch count, so use a kernel "
             "with fixed tiles where bitwise invariance matters",
             "unresolved",

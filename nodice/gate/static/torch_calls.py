@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+import nodice.gate.static.nn_modules as nn_modules
 import nodice.gate.static.per_sample as per_sample
 import nodice.gate.static.tiles as tiles
 from nodice.gate.static.expressions import shape_item, shape_value
@@ -92,6 +93,15 @@ RNG_DRAWS = {
 SEEDING = {"manual_seed", "seed", "manual_seed_all"}
 # Library kernels that choose their algorithm (split-K, tiles, backend) from the operands' shapes.
 SHAPE_TUNED = {"mm", "matmul", "bmm", "addmm", "baddbmm", "linear", "einsum", "scaled_dot_product_attention"}
+# Convolutions: cuDNN (oneDNN on a CPU) picks the algorithm from the input's shape, batch included.
+CONVOLUTIONS = {
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+}
 SCATTER_ACCUMULATE = {
     "index_add_",
     "index_add",
@@ -209,6 +219,9 @@ class TorchMixin(TorchSinksMixin):
     # ---- torch functions ---------------------------------------------------------
     def torch_call(self, name: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
         fn = name.split(".")[-1]
+        module = nn_modules.constructed(name, args, kwargs)
+        if module is not None:
+            return module
         if fn in ALLOC:
             if fn.endswith("_like"):
                 like = args[0] if args else V()
@@ -240,8 +253,8 @@ class TorchMixin(TorchSinksMixin):
         if fn in SCATTER_ACCUMULATE:
             self.scatter_accumulate(fn, node)
             return self.tensor_result(args, node, arith=False)
-        if fn in SHAPE_TUNED:
-            self.shape_tuned(fn, args, node)
+        if fn in SHAPE_TUNED or fn in CONVOLUTIONS:
+            self.shape_tuned(fn, args[:1] if fn in CONVOLUTIONS else args, node)
         if fn == "einsum" and args and isinstance(args[0].const, str):
             out = self.einsum(args[0].const, args[1:], node)
             if out is not None:
@@ -277,6 +290,13 @@ class TorchMixin(TorchSinksMixin):
             if taint is not None:
                 return V(taint=taint)
         return self.tensor_result(given, node, arith=fn in ARITH)
+
+    def nn_module_call(self, module: V, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:
+        """``self.fc(x)`` for a module built from ``torch.nn`` (``gate.static.nn_modules``)."""
+        how, fn, extra = nn_modules.call_form(module)
+        if how == "per_sample":
+            return self.tensor_result(args[:1], node, arith=False)
+        return self.torch_call(f"torch.nn.functional.{fn}", args, {**extra, **kwargs}, node)
 
     # ---- tensor methods ------------------------------------------------------------
     def tensor_method(self, recv: V, fn: str, args: list[V], kwargs: dict[str, V], node: ast.Call) -> V:

@@ -114,18 +114,22 @@ class TorchSinksMixin:
         batched = [v for v in operands if v.kind == "tensor" and v.batch is not None]
         rows_only = operands and operands[0] in batched and len(batched) == 1
         # ``x @ W``: the batch is the GEMM's M, from which cuBLAS picks its kernel. With the batch on
-        # both operands (``q @ k.T`` per sequence) it is a batched GEMM's batch count: unresolved.
+        # both operands (``q @ k.T`` per sequence) it is a batched GEMM's batch count: unresolved. A
+        # convolution's algorithm (cuDNN, oneDNN) is chosen from the input's shape, batch included, but
+        # many keep a sample's bits whatever the batch: unresolved too.
+        conv = fn.startswith("conv")
         rule_id = (
             "library_kernel_by_shape"
-            if rows_only and fn not in ("bmm", "baddbmm")
+            if rows_only and fn not in ("bmm", "baddbmm") and not conv
             else "library_batched_kernel"
         )
+        what = "a library convolution whose algorithm is" if conv else "a library kernel"
         self.an.report(
             rule_id,
             self.mod,
             node,
             fn,
-            f"{fn} runs a library kernel chosen from the operands' shapes, which include the batch",
+            f"{fn} runs {what} chosen from the operands' shapes, which include the batch",
             batch,
             self.step(node, f"{fn} on a batch-shaped tensor"),
         )

@@ -26,9 +26,8 @@ class V:
     """What is known about one value."""
 
     taint: Trace | None = None
-    kind: str = (
-        "value"  # value|tensor|shape|seq|dict|func|kernel|class|instance|module|py|method|choice|generator
-    )
+    # value|tensor|shape|seq|dict|func|kernel|class|instance|module|py|method|choice|generator|nnmodule
+    kind: str = "value"
     batch: Trace | None = None  # tensors: the first axis is the batch axis (why we think so)
     rank: int | None = None
     items: list[V] | None = None  # shape / seq / choice alternatives
@@ -138,6 +137,8 @@ def join(a: V, b: V) -> V:
         and a.ref is b.ref
         and a.kind in ("func", "kernel", "class", "module", "py", "instance")
     ):
+        return a.with_taint(taint)
+    if a.kind == b.kind == "nnmodule" and a.ref == b.ref:
         return a.with_taint(taint)
     if a.kind == b.kind == "instance" and a.ref.cls is b.ref.cls:
         attrs = dict(a.ref.attrs)
