@@ -210,3 +210,36 @@ def test_split_k_segments_give_a_row_the_same_bits_at_every_m(k: int, n: int, se
         out = split.kernel(batch, b)
         torch.testing.assert_close(out, batch @ b, rtol=1e-5, atol=1e-4)
         assert torch.equal(out[slot].view(torch.int32), alone[0].view(torch.int32)), m
+
+
+def _mid_module(block_n: int = 128, efficiency: int = 80) -> ModuleType:
+    mod = _load(1)
+    mod.MID_TILES, mod.MID_BLOCK_N, mod.MID_EFFICIENCY_PERCENT = 1, block_n, efficiency
+    return mod
+
+
+def test_the_mid_tile_is_off_and_enters_the_wave_rule(both) -> None:
+    assert BUNDLED.read_text().count("\nMID_TILES = 0\n") == 1  # shipped off
+    _, on = both
+    mid = _mid_module()
+    # Qwen3-32B down at M = 512: 80 wide tiles leave 52 of 132 SMs idle; 320 tiles of 64 × 128 run
+    # in three waves of a quarter of the work each, 30720 against 32768 at 80 % of the wide tile's
+    # efficiency.
+    assert mid._tile(512, 5120, 132) == (64, 128, 8, 4, mid.MID_STAGES)
+    assert _mid_module(efficiency=60)._tile(512, 5120, 132) == on._tile(512, 5120, 132)
+    # Where the waves are full it changes nothing; decode sizes keep their own rules.
+    for m, n in [(4096, 4096), (16384, 5120), (512, 28672), (1, 5120), (64, 6144)]:
+        assert mid._tile(m, n, 132) == on._tile(m, n, 132), (m, n)
+    # The chained chooser sees the same three tiles.
+    assert mid._compute_tile(512, 5120, 1, 132)[:5] == mid._tile(512, 5120, 132)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(130, 192, 200), (300, 128, 64)])
+def test_the_mid_tile_computes_the_wide_tiles_bits(both, m: int, k: int, n: int) -> None:
+    _, on = both
+    mid = _mid_module()
+    assert mid._tile(m, n, mid.SMS)[0] == 64 and on._tile(m, n, on.SMS)[0] == 128
+    a, b = _operands(m, k, n, m * 7 + n)
+    wide, small = on.kernel(a, b), mid.kernel(a, b)
+    torch.testing.assert_close(wide, a @ b, rtol=1e-5, atol=1e-4)
+    assert torch.equal(small.view(torch.int32), wide.view(torch.int32))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from nodice.evolution.agents import AgentError, make_agent
 from nodice.evolution.agents.knob_search import KnobSearchAgent, propose, settings_count
 from nodice.evolution.agents.knobs import (
     KnobError,
@@ -21,6 +22,7 @@ from nodice.evolution.agents.knobs import (
     current_setting,
     parse_label,
     read_knobs,
+    restrict,
     setting_label,
 )
 from nodice.evolution.engine import Engine
@@ -312,3 +314,28 @@ def test_a_bad_condition_is_one_line(when: str, says: str) -> None:
     with pytest.raises(KnobError) as err:
         read_knobs(source)
     assert says in err.value.line() and "\n" not in err.value.line()
+
+
+def test_a_search_of_named_knobs_holds_the_others_at_the_source_value() -> None:
+    """``--knob SEG --knob SPLIT``: the warps and the cap stay as the source has them; the grid is the
+    chosen knobs' (split off, or on with three segment lengths), and the search ends there."""
+    knobs = restrict(read_knobs(_CONDITIONED), ["SEG", "SPLIT"])
+    assert [k.choices for k in knobs if k.name in ("WARPS", "CAP")] == [(4,), (16,)]
+    assert settings_count(knobs) == 4
+    trials: list[tuple[Setting, float]] = [(current_setting(knobs), 1.0)]
+    while (setting := propose(knobs, trials, seed=3)) is not None:
+        assert (setting["WARPS"], setting["CAP"]) == (4, 16)
+        trials.append((setting, 1.0 + 0.1 * len(trials)))
+    assert len(trials) == 4
+    with pytest.raises(KnobError) as err:
+        restrict(read_knobs(_CONDITIONED), ["SEG", "TILE"])
+    assert err.value.line() == "bad knobs: no knob named TILE (declared: WARPS, SPLIT, SEG, CAP)"
+
+
+def test_the_knob_flag_reaches_the_knob_search_only() -> None:
+    agent = make_agent("knobs", agent_args=["--knob=MID_TILES", "--knob=MID_BLOCK_N"])
+    assert isinstance(agent, KnobSearchAgent) and agent.only == ["MID_TILES", "MID_BLOCK_N"]
+    with pytest.raises(AgentError, match="--knob is for --agent knobs, not 'builtin'"):
+        make_agent("builtin", agent_args=["--knob=MID_TILES"])
+    with pytest.raises(AgentError, match="--agent-arg is for the CLI presets"):
+        make_agent("knobs", agent_args=["--knob=MID_TILES", "--verbose"])

@@ -50,6 +50,14 @@ def evolve(
             "--agent-arg=-c for a value that starts with a dash)",
         ),
     ] = None,
+    knob: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--knob",
+            help="with --agent knobs: search this declared knob only (repeatable); the others keep the "
+            "best version's values",
+        ),
+    ] = None,
     launch_timeout: Annotated[
         float | None,
         typer.Option(
@@ -100,7 +108,7 @@ def evolve(
 ) -> None:
     """Evolve a fast, batch-invariant kernel for TASK; rerun on the same run dir to resume."""
     from nodice.evaluation.executor import ExecutorConfig
-    from nodice.evolution.agents import make_agent
+    from nodice.evolution.agents import KNOB_FLAG, make_agent
     from nodice.evolution.engine import Engine
     from nodice.evolution.start import EvolveOptions, existing_config, prepare_run
 
@@ -129,7 +137,7 @@ def evolve(
         bi=bi,
         workloads=list(workload) if workload else None,
         remote_workers=executor == "ray",
-        agent_args=list(agent_arg) if agent_arg else None,
+        agent_args=list(agent_arg or []) + [f"{KNOB_FLAG}{k}" for k in knob or []] or None,
         launch_timeout_s=launch_timeout,
     )
     try:

@@ -94,6 +94,15 @@ DECODE_BLOCK_M, DECODE_WARPS = 64, 4
 WIDE_BLOCK_M, WIDE_BLOCK_N, WIDE_WARPS, WIDE_STAGES = 128, 256, 8, 4
 NARROW_BLOCK_M, NARROW_BLOCK_N, NARROW_WARPS, NARROW_STAGES = 128, 128, 4, 5
 NARROW_EFFICIENCY_PERCENT = 92
+# A third tile for the compute-bound sizes (1: on; 0: off, until a search times it): one warp group's
+# 64 rows, so that a product whose 128-row tiles leave SMs idle in their last wave runs more, smaller
+# programs (M = 512 of Qwen3-32B's down layer: 80 wide tiles for 132 SMs; 0.76x cuBLAS on the H200,
+# 0.76x on an H100). It enters the waves × area rule at MID_EFFICIENCY_PERCENT of the wide tile's
+# MMA efficiency. The rows of a tile never shape a row's sum (the same K walk and MMAs), so the
+# same bits whichever tile runs.
+MID_TILES = 0
+MID_BLOCK_M, MID_BLOCK_N, MID_WARPS, MID_STAGES = 64, 256, 4, 4
+MID_EFFICIENCY_PERCENT = 80
 GROUP_M = 8
 # Streaming multiprocessors, for the wave count (the H200's; the device's own where CUDA is).
 SMS = 132
@@ -144,6 +153,10 @@ KNOBS = {
     "CHAINED_SEG_K": (1024, 2048, 4096),
     "CHAINED_COST_PERCENT": (0, 10, 25, 50),
     "SPLIT_MAX_M": (16, 64),
+    "MID_TILES": (0, 1),
+    "MID_BLOCK_N": (128, 256),
+    "MID_STAGES": (3, 4),
+    "MID_EFFICIENCY_PERCENT": (60, 70, 80, 90, 100),
 }
 # Knobs that change the sum (another fixed order of the same terms): the split-K segments. A setting
 # that moves one is judged by the whole gate, not bit for bit against the best version. SPLIT_MAX_M
@@ -165,6 +178,9 @@ KNOB_WHEN = {
     "SPLIT_MAX_M": {"SPLIT_K": (1,)},
     # With split-K on, every product is a split (or one segment: the one-pass sum), never chained.
     "CHAINED_SPLITS": {"SPLIT_K": (0,)},
+    "MID_BLOCK_N": {"MID_TILES": (1,)},
+    "MID_STAGES": {"MID_TILES": (1,)},
+    "MID_EFFICIENCY_PERCENT": {"MID_TILES": (1,)},
 }
 
 
@@ -226,8 +242,22 @@ def _tile(m: int, n: int, sms: int) -> tuple[int, int, int, int, int]:
     )
     # Waves × tile area: the time of each choice, up to the tiles' efficiencies.
     if narrow * 100 < wide * NARROW_EFFICIENCY_PERCENT:
-        return NARROW_BLOCK_M, NARROW_BLOCK_N, GROUP_M, NARROW_WARPS, NARROW_STAGES
-    return WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES
+        chosen, cost, efficiency = (
+            (NARROW_BLOCK_M, NARROW_BLOCK_N, GROUP_M, NARROW_WARPS, NARROW_STAGES),
+            narrow,
+            NARROW_EFFICIENCY_PERCENT,
+        )
+    else:
+        chosen, cost, efficiency = (WIDE_BLOCK_M, WIDE_BLOCK_N, GROUP_M, WIDE_WARPS, WIDE_STAGES), wide, 100
+    if MID_TILES:
+        mid = (
+            triton.cdiv(triton.cdiv(m, MID_BLOCK_M) * triton.cdiv(n, MID_BLOCK_N), sms)
+            * MID_BLOCK_M
+            * MID_BLOCK_N
+        )
+        if mid * efficiency < cost * MID_EFFICIENCY_PERCENT:
+            return MID_BLOCK_M, MID_BLOCK_N, GROUP_M, MID_WARPS, MID_STAGES
+    return chosen
 
 
 def _split_segments(k: int) -> int:
@@ -246,10 +276,13 @@ def _compute_tile(m: int, n: int, segments: int, sms: int) -> tuple[int, int, in
     chained ones, whichever costs the fewest waves × tile area (per cent of the wide tile's
     efficiency, and of the chain's overhead). With one segment it decides as ``_tile`` does."""
     best: tuple[int, tuple[int, int, int, int, int, int]] | None = None
-    for bm, bn, warps, stages, efficiency in (
+    tiles_ = [
         (WIDE_BLOCK_M, WIDE_BLOCK_N, WIDE_WARPS, WIDE_STAGES, 100),
         (NARROW_BLOCK_M, NARROW_BLOCK_N, NARROW_WARPS, NARROW_STAGES, NARROW_EFFICIENCY_PERCENT),
-    ):
+    ]
+    if MID_TILES:
+        tiles_.append((MID_BLOCK_M, MID_BLOCK_N, MID_WARPS, MID_STAGES, MID_EFFICIENCY_PERCENT))
+    for bm, bn, warps, stages, efficiency in tiles_:
         tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
         for s in (1, segments) if segments > 1 else (1,):
             overhead = 100 + (CHAINED_COST_PERCENT if s > 1 else 0)

@@ -9,6 +9,9 @@ __all__ = ["Agent", "AgentContext", "AgentError", "StepReport", "make_agent"]
 
 AGENT_KINDS = ("builtin", "knobs", "openai", "anthropic", "codex", "claude-code", "aider", "cmd:COMMAND")
 PRESETS = ("codex", "claude-code", "aider")
+# ``nodice evolve --knob NAME`` reaches the knob search as ``--knob=NAME`` among the agent's arguments
+# (kept in run.json with them, so a resumed run searches the same knobs).
+KNOB_FLAG = "--knob="
 
 
 def make_agent(
@@ -24,9 +27,13 @@ def make_agent(
     """The agent named by ``spec``: builtin, knobs (the built-in knob search), openai, anthropic, a CLI
     preset, or cmd:COMMAND.
 
-    ``agent_args`` go to a preset's CLI; ``launch_timeout_s`` ends one launch of a command or preset.
+    ``agent_args`` go to a preset's CLI (``--knob=NAME`` ones to the knob search); ``launch_timeout_s``
+    ends one launch of a command or preset.
     """
-    if agent_args and spec not in PRESETS:
+    knob_names = [a.removeprefix(KNOB_FLAG) for a in agent_args or [] if a.startswith(KNOB_FLAG)]
+    if knob_names and spec != "knobs":
+        raise AgentError(f"--knob is for --agent knobs, not '{spec}'")
+    if agent_args and spec not in PRESETS and len(knob_names) < len(agent_args):
         raise AgentError(f"--agent-arg is for the CLI presets ({', '.join(PRESETS)}), not '{spec}'")
     if spec == "builtin":
         from nodice.evolution.agents.builtin import BuiltinAgent
@@ -35,7 +42,7 @@ def make_agent(
     if spec == "knobs":
         from nodice.evolution.agents.knob_search import KnobSearchAgent
 
-        return KnobSearchAgent(rng_seed=rng_seed)
+        return KnobSearchAgent(rng_seed=rng_seed, only=knob_names)
     if spec == "openai":
         from nodice.evolution.agents.openai_agent import OpenAIAgent
 

@@ -43,6 +43,7 @@ from nodice.evolution.agents.knobs import (
     current_setting,
     parse_label,
     read_knobs,
+    restrict,
     setting_label,
 )
 from nodice.evolution.rundir import KERNEL_FILE
@@ -162,9 +163,11 @@ class KnobSearchAgent(Agent):
 
     name = "knobs"
 
-    def __init__(self, rng_seed: int = 0) -> None:
+    def __init__(self, rng_seed: int = 0, only: list[str] | None = None) -> None:
         super().__init__()
         self.rng_seed = rng_seed
+        # ``--knob NAME``: the knobs searched; the others keep the best version's values.
+        self.only = list(only or [])
 
     def step(self, ctx: AgentContext) -> StepReport:
         session = ctx.session
@@ -172,6 +175,8 @@ class KnobSearchAgent(Agent):
         source = files.get(KERNEL_FILE, "")
         try:
             knobs = read_knobs(source)
+            if knobs and self.only:
+                knobs = restrict(knobs, self.only)
         except KnobError as exc:
             raise AgentError(f"{KERNEL_FILE}: {exc.line()}") from None
         if not knobs:

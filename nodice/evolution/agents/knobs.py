@@ -36,6 +36,7 @@ evaluations, and the search never proposes a combination the kernel cannot reach
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -203,6 +204,16 @@ def canonical(knobs: list[Knob], setting: Setting) -> Setting:
     """``setting`` with every inactive knob at the source's value: the one setting it stands for."""
     on = active(knobs, setting)
     return {k.name: setting[k.name] if k.name in on else k.current for k in knobs}
+
+
+def restrict(knobs: list[Knob], names: Iterable[str]) -> list[Knob]:
+    """The knobs with every one not in ``names`` held at the source's value (one choice): a search of
+    those knobs alone, the others as the best version has them. An unknown name is an error."""
+    wanted = list(dict.fromkeys(names))
+    unknown = [n for n in wanted if n not in {k.name for k in knobs}]
+    if unknown:
+        raise KnobError(f"no knob named {', '.join(unknown)} (declared: {', '.join(k.name for k in knobs)})")
+    return [k if k.name in wanted else replace(k, choices=(k.current,)) for k in knobs]
 
 
 def current_setting(knobs: list[Knob]) -> Setting:
