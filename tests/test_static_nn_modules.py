@@ -101,3 +101,34 @@ def test_a_modules_output_keeps_the_batch_axis(tmp_path: Path, cast: str, found:
     violations, unresolved = run_static(path, get_task("rmsnorm"), entry="ModelNew")
     assert unresolved == []
     assert [f.rule for f in violations] == (["batch_value_in_kernel_output"] if found else [])
+
+
+SOFTMAX = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.soft = nn.Softmax(dim={dim})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return {call}
+"""
+
+
+@pytest.mark.parametrize("call", ["self.soft(x)", "torch.softmax(x, dim={dim})", "x.log_softmax({dim})"])
+@pytest.mark.parametrize(("dim", "found"), [("0", True), ("1", False), ("-1", False)])
+def test_a_softmax_over_the_batch_axis_couples_the_samples(
+    tmp_path: Path, call: str, dim: str, found: bool
+) -> None:
+    """Along the batch axis each sample's output is divided by a sum over its batchmates: a batch
+    statistic, by module or function; along a sample's own axis it is per-sample data."""
+    path = tmp_path / "cand.py"
+    path.write_text(SOFTMAX.replace("{call}", call).replace("{dim}", dim))
+    violations, unresolved = run_static(path, get_task("rmsnorm"), entry="ModelNew")
+    assert unresolved == []
+    assert [f.rule for f in violations] == (["batch_value_in_kernel_output"] if found else [])
+    if found:
+        assert "over the batch axis" in "\n".join(violations[0].path)

@@ -495,7 +495,7 @@ class TorchMixin(TorchSinksMixin):
             elif dim is not None:
                 over_batch = dim == recv.baxis or (recv.rank is not None and dim == recv.baxis - recv.rank)
         taint = recv.taint
-        if over_batch and taint is None and fn not in ("softmax", "log_softmax"):
+        if over_batch and taint is None:
             taint = (self.step(node, f"batch statistic: {fn} over the batch axis"),)
         if taint is None and recv.ctx and not over_batch and fn not in ("softmax", "log_softmax"):
             dims = [int_const(d) for d in dim_v.items] if dim_v is not None and dim_v.items else [dim]
