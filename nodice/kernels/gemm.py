@@ -99,7 +99,9 @@ NARROW_EFFICIENCY_PERCENT = 92
 # programs (M = 512 of Qwen3-32B's down layer: 80 wide tiles for 132 SMs; 0.76x cuBLAS on the H200,
 # 0.76x on an H100). It enters the waves × area rule at MID_EFFICIENCY_PERCENT of the wide tile's
 # MMA efficiency. The rows of a tile never shape a row's sum (the same K walk and MMAs), so the
-# same bits whichever tile runs.
+# same bits whichever tile runs. The knob search over these four knobs alone on an H100 (2026-12-07,
+# lab/results/h100_2026-12-07c/) found the same bits in every setting and a slower row wherever the
+# rule picks the tile (Qwen3-32B down at M = 512: 0.57-0.64x against 0.80x): off.
 MID_TILES = 0
 MID_BLOCK_M, MID_BLOCK_N, MID_WARPS, MID_STAGES = 64, 256, 4, 4
 MID_EFFICIENCY_PERCENT = 80
