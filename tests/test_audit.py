@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import torch
+
 from tests.conftest import EXAMPLES, run_cli
 
 
@@ -51,3 +54,14 @@ def test_audit_benchmark_baselines_by_name() -> None:
     # A GPU-only baseline on CPU is an input that cannot be judged, with the reason.
     assert rows["cuDNN SDPA"]["verdict"] == "error" and "runs on cuda" in rows["cuDNN SDPA"]["detail"]
     assert proc.returncode == 2
+
+
+def test_audit_on_a_missing_cuda_device_is_one_line() -> None:
+    """A device the machine lacks is refused once, before any target is audited."""
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    proc = run_cli("audit", "torch.mm", "torch.nn.functional.rms_norm", "--device", "cuda", "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "device unavailable: cuda requested but no CUDA device is visible"
+    ]

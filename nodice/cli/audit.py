@@ -56,6 +56,14 @@ def audit(
             task = task_from_options(task, reference, None, "--task T", batch_size, eval_mode)
         except NodiceError as exc:
             fail(exc.line())
+    if device is not None:
+        # One line for a device the machine lacks, not an error row for every target.
+        from nodice.gate.runtime import resolve_device
+
+        try:
+            resolve_device(device)
+        except NodiceError as exc:
+            fail(exc.line())
     rows: list[AuditRow] = [audit_named_baseline(name, task, device, seed) for name in baseline or []]
     for target in expand(targets or []):
         looks_like_file = target.endswith(".py") or "/" in target or Path(target).exists()
