@@ -351,7 +351,7 @@ class ExprMixin:
         if base.kind == "py":
             return V(kind="py", ref=f"{base.ref}.{attr}")
         if base.kind == "nnmodule":
-            return nn_modules.attribute(base, attr)
+            return nn_modules.attribute(attr)
         if base.kind == "dict" and attr in ("get", "items", "values", "keys", "setdefault", "update", "pop"):
             return V(kind="method", ref=(base, attr))
         if base.kind in ("seq", "generator", "shape") or base.kind == "value":

@@ -113,7 +113,7 @@ def constructed(name: str, args: list[V], kwargs: dict[str, V]) -> V | None:
     return None
 
 
-def attribute(module: V, attr: str) -> V:
+def attribute(attr: str) -> V:
     """``self.fc.weight``: a parameter (a tensor without the batch axis); any other attribute
     (``in_features``, ``stride``) a plain value."""
     return V(kind="tensor") if attr in PARAMETERS else V()
