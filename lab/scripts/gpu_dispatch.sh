@@ -6,8 +6,10 @@
 #           then the tax at concurrency 32 (STEP=0: the invariance alone, with the whole call)
 #   STEP=2  the tax at concurrency 32 and 64: nodice, paged|sdpa, paged|sdpa+cuda-graphs
 #   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
-# On an H100 (the H200 steps' H100 numbers exist already): the knob search on the kernels whose
-# bandwidth targets are open (decode, the norms; lab/scripts/knob_search.sh; carry .whl, .whl-search).
+# On an H100 (the H200 steps' H100 numbers exist already):
+#   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
+#   other     the knob search on the kernels whose bandwidth targets are open (decode, the norms;
+#             lab/scripts/knob_search.sh; carry .whl, .whl-search).
 #   NODICE_COMMIT=<hash> STEP=1 OUT=... lab/scripts/gpu_dispatch.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,6 +33,10 @@ case "$gpu:${STEP:-1}" in
       lab/scripts/gpu_e2e.sh ;;
   *H200*:3)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
+  *:3|*:4)
+    BUDGET=${BUDGET:-560} bench/gpu/run_many.sh \
+      "decode=${DECODE_SECONDS:-540}=python3 lab/scripts/decode_settings.py --json \$RUN/decode_settings.json"
+    cat "$OUT/run_many.log"; tail -60 "$OUT/decode/log" 2>/dev/null ;;
   *)
     TASK_SECONDS=${TASK_SECONDS:-170} BUDGET_EVALS=${BUDGET_EVALS:-40} \
       lab/scripts/knob_search.sh ${KNOB_TASKS:-attention_decode rmsnorm add_rmsnorm} ;;

@@ -86,6 +86,11 @@ BLOCK_N_D128 = 128
 SPLIT_TOKENS_D128 = 512
 NUM_WARPS_D128 = 4
 NUM_STAGES_D128 = 3
+# Registers per thread at most (Triton's ``maxnreg``; 0: the compiler's choice). The fold sets the
+# kernel's count (about 150 at FOLD_HEADS 4), which holds an SM to 3 programs of 4 warps; at 128 or
+# fewer, 4 fit where shared memory lets them (BLOCK_N 64). A cap changes the register allocation
+# only (spills go to local memory), never an operation or its order: the same bits.
+MAX_REGISTERS_D128 = 0
 # Requests longer than LONG_FROM_TOKENS_D128 tokens split every LONG_SPLIT_TOKENS_D128 tokens
 # (a request's own length only); LONG_SPLIT_TOKENS_D128 = 0 (or not above SPLIT_TOKENS_D128):
 # every request splits every SPLIT_TOKENS_D128 tokens.
@@ -115,6 +120,7 @@ KNOBS = {
     "NUM_WARPS_D128": (2, 4, 8),
     "NUM_STAGES_D128": (2, 3, 4, 5),
     "FOLD_HEADS": (1, 2, 4, 8),
+    "MAX_REGISTERS_D128": (0, 96, 128),
 }
 # The key tile, the split sizes (the long-request rule's too; 0 turns it off) and the fold's tile
 # change the order of the online softmax and of the fold: a setting that moves one is a new kernel,
@@ -314,10 +320,13 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
     group = q_heads // kv_heads
     group_pad = max(16, triton.next_power_of_2(group))
     # Every pin follows the head dim alone, never the batch (the split size also the request's length).
+    launch: dict[str, int] = {}
     if head_dim >= 128:
         block_n, split_tokens = BLOCK_N_D128, SPLIT_TOKENS_D128
         long_split, long_from = LONG_SPLIT_TOKENS_D128, LONG_FROM_TOKENS_D128
         num_warps, num_stages = NUM_WARPS_D128, NUM_STAGES_D128
+        if MAX_REGISTERS_D128:
+            launch["maxnreg"] = MAX_REGISTERS_D128
     else:
         block_n, split_tokens = BLOCK_N_SMALL, SPLIT_TOKENS_SMALL
         long_split, long_from = LONG_SPLIT_TOKENS_SMALL, LONG_FROM_TOKENS_SMALL
@@ -370,5 +379,6 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         SPLIT_TILE=SPLIT_TILE,
         num_warps=num_warps,
         num_stages=num_stages,
+        **launch,
     )
     return o
