@@ -77,8 +77,9 @@ def _registers(mod: Any) -> list[dict[str, int]]:
             with contextlib.suppress(Exception):  # a lab probe: report what can be read
                 compiled._init_handles()
             regs, spills = getattr(compiled, "n_regs", None), getattr(compiled, "n_spills", None)
+            shared = getattr(getattr(compiled, "metadata", None), "shared", None)
             if regs is not None:
-                found.append({"regs": int(regs), "spills": int(spills or 0)})
+                found.append({"regs": int(regs), "spills": int(spills or 0), "shared": shared})
     return found
 
 
