@@ -113,6 +113,24 @@ def main() -> None:
         args_w = task.workload_inputs(w, gen, dev, torch.bfloat16)
         expected = shipped.kernel(*args_w)
         torch.cuda.synchronize()
+        # A copy of the same bytes (read + write = the kernel's bytes moved): what one launch of that
+        # size reaches, against the large-copy ceiling.
+        nbytes = int(task.bytes_moved(w, torch.bfloat16)) // 2
+        src = torch.empty(nbytes, dtype=torch.uint8, device=dev).random_(0, 255)
+        dst = torch.empty_like(src)
+        copy_ms = time_cuda(dst.copy_, (src,)).ms
+        del src, dst
+        report["rows"].append(
+            {
+                "setting": "same-size copy",
+                "workload": w.name,
+                "ms": round(copy_ms, 5),
+                "gbps": round(2 * nbytes / (copy_ms * 1e-3) / 1e9, 1),
+                "of_copy": round(2 * nbytes / (copy_ms * 1e-3) / 1e9 / copy_gbps, 3),
+                "same_bits": True,
+                "moves_order_knobs": [],
+            }
+        )
         for label, mod, moves_order in mods:
             try:
                 out = mod.kernel(*args_w)
