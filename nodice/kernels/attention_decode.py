@@ -107,6 +107,9 @@ SPLIT_TILE = 16
 # Query heads folded side by side by the last arriver: the largest power of two up to FOLD_HEADS
 # that divides the group (1: head by head). Changes registers and steps, never the result.
 FOLD_HEADS = 4
+# Load a split's page numbers once before its key walk (1) instead of tile by tile (0). The same
+# keys and values in the same order: the same bits; only the loads' schedule changes.
+PAGES_AHEAD = 0
 # Rows of partial maxima and masses start on a 128-byte line (32 floats).
 ML_ALIGN = 32
 # Keep the arrival counters between calls (the last arriver puts each back to 0); False: a
@@ -121,12 +124,13 @@ KNOBS = {
     "NUM_STAGES_D128": (2, 3, 4, 5),
     "FOLD_HEADS": (1, 2, 4, 8),
     "MAX_REGISTERS_D128": (0, 96, 128),
+    "PAGES_AHEAD": (0, 1),
 }
 # The key tile, the split sizes (the long-request rule's too; 0 turns it off) and the fold's tile
 # change the order of the online softmax and of the fold: a setting that moves one is a new kernel,
 # judged by the whole gate and timed, not compared bit for bit.
 ORDER_KNOBS = {
-    "BLOCK_N_D128": (64, 128),
+    "BLOCK_N_D128": (32, 64, 128),
     "SPLIT_TOKENS_D128": (256, 512, 1024),
     "LONG_SPLIT_TOKENS_D128": (0, 1024, 2048),
     "LONG_FROM_TOKENS_D128": (8192, 16384),
@@ -218,6 +222,7 @@ def _decode_fused(
     LONG_SPLIT_TOKENS: tl.constexpr,
     LONG_FROM_TOKENS: tl.constexpr,
     SPLIT_TILE: tl.constexpr,
+    SPLIT_PAGES: tl.constexpr,
 ):
     split = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -245,10 +250,25 @@ def _decode_fused(
         acc = tl.zeros([GROUP_PAD, HEAD_DIM], dtype=tl.float32)
         start = split * split_len
         end = tl.minimum(start + split_len, seq_len)
+        if SPLIT_PAGES > 0:
+            # The split's page numbers, loaded once: the loop's key and value loads then hang off
+            # registers (a gather), not off a load of the same iteration, so the pipeliner gives
+            # them every stage (a page load in the loop takes one of them: single-buffered tiles).
+            first_page = start // PAGE
+            offs_p = tl.arange(0, SPLIT_PAGES)
+            split_pages = tl.load(
+                table_ptr + req * table_width + first_page + offs_p,
+                mask=first_page + offs_p < table_width,
+                other=0,
+            )
         for tok0 in range(start, end, BLOCK_N):
             toks = tok0 + offs_n
             t_ok = toks < end
-            page = tl.load(table_ptr + req * table_width + toks // PAGE, mask=t_ok, other=0)
+            if SPLIT_PAGES > 0:
+                local = tl.minimum(toks // PAGE - first_page, SPLIT_PAGES - 1)
+                page = tl.where(t_ok, tl.gather(split_pages, local, axis=0), 0)
+            else:
+                page = tl.load(table_ptr + req * table_width + toks // PAGE, mask=t_ok, other=0)
             # Row of the token in the pool viewed as [P*page, Hkv, D].
             row = (page.to(tl.int64) * PAGE + toks % PAGE) * kv_heads + kv_head
             k = tl.load(k_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], mask=t_ok[:, None], other=0.0)
@@ -332,6 +352,10 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         long_split, long_from = LONG_SPLIT_TOKENS_SMALL, LONG_FROM_TOKENS_SMALL
         num_warps, num_stages = 4, 2
     long_split = max(long_split, split_tokens)
+    # Page numbers a split spans at most (a power of two for tl.arange), or 0: looked up tile by tile.
+    aligned = split_tokens % page == 0 and long_split % page == 0
+    spanned = triton.cdiv(long_split, page) + (0 if aligned else 1)
+    split_pages = triton.next_power_of_2(spanned) if PAGES_AHEAD else 0
     # Heads folded at once: the largest power of two up to FOLD_HEADS that divides the group.
     fold_heads = 1
     while fold_heads * 2 <= FOLD_HEADS and group % (fold_heads * 2) == 0:
@@ -377,6 +401,7 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         LONG_SPLIT_TOKENS=long_split,
         LONG_FROM_TOKENS=long_from,
         SPLIT_TILE=SPLIT_TILE,
+        SPLIT_PAGES=split_pages,
         num_warps=num_warps,
         num_stages=num_stages,
         **launch,
