@@ -110,10 +110,6 @@ FOLD_HEADS = 4
 # Load a split's page numbers once before its key walk (1) instead of tile by tile (0). The same
 # keys and values in the same order: the same bits; only the loads' schedule changes.
 PAGES_AHEAD = 0
-# The grid's fastest axis: the kv head (1: the programs of one split's pages for every kv head are
-# dispatched together, so a page's rows, whose heads sit side by side, are read at about the same
-# time) or the split (0). Which program runs when, never what it computes: the same bits.
-HEADS_FIRST = 0
 # Rows of partial maxima and masses start on a 128-byte line (32 floats).
 ML_ALIGN = 32
 # Keep the arrival counters between calls (the last arriver puts each back to 0); False: a
@@ -129,7 +125,6 @@ KNOBS = {
     "FOLD_HEADS": (1, 2, 4, 8),
     "MAX_REGISTERS_D128": (0, 96, 128),
     "PAGES_AHEAD": (0, 1),
-    "HEADS_FIRST": (0, 1),
 }
 # The key tile, the split sizes (the long-request rule's too; 0 turns it off) and the fold's tile
 # change the order of the online softmax and of the fold: a setting that moves one is a new kernel,
@@ -228,14 +223,9 @@ def _decode_fused(
     LONG_FROM_TOKENS: tl.constexpr,
     SPLIT_TILE: tl.constexpr,
     SPLIT_PAGES: tl.constexpr,
-    HEADS_FIRST: tl.constexpr,
 ):
-    if HEADS_FIRST:
-        kv_head = tl.program_id(0)
-        split = tl.program_id(1)
-    else:
-        split = tl.program_id(0)
-        kv_head = tl.program_id(1)
+    split = tl.program_id(0)
+    kv_head = tl.program_id(1)
     req = tl.program_id(2)
     seq_len = tl.load(lens_ptr + req)
     # The request's split size, from its own length only.
@@ -384,8 +374,7 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
     part_sum = torch.empty((batch, kv_heads, ml_stride), dtype=torch.float32, device=device)
     counters = _counters(device, batch * kv_heads)
     o = torch.empty_like(q)
-    grid = (kv_heads, max_splits, batch) if HEADS_FIRST else (max_splits, kv_heads, batch)
-    _decode_fused[grid](
+    _decode_fused[(max_splits, kv_heads, batch)](
         q.contiguous(),
         k_cache.contiguous(),
         v_cache.contiguous(),
@@ -413,7 +402,6 @@ def kernel(q, k_cache, v_cache, block_table, seq_lens, sm_scale):
         LONG_FROM_TOKENS=long_from,
         SPLIT_TILE=SPLIT_TILE,
         SPLIT_PAGES=split_pages,
-        HEADS_FIRST=HEADS_FIRST,
         num_warps=num_warps,
         num_stages=num_stages,
         **launch,
