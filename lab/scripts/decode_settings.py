@@ -8,6 +8,7 @@ timer (CUDA events, L2 flushed), as GB/s and as a fraction of the device's copy 
 written after every row.
     python3 lab/scripts/decode_settings.py --json OUT.json [--setting "MAX_REGISTERS_D128=128" ...]
     python3 lab/scripts/decode_settings.py --json OUT.json --workload b8-kv8k --workload b1-kv32k
+    --setting VARIANT=0: the kernel with VARIANTS' first text change (nofold: no program folds)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -54,8 +56,22 @@ def _parse(setting: str) -> dict[str, int]:
     return out
 
 
+# Variants for finding where the time goes (their outputs are wrong; they are timed, not used):
+# `nofold`: no program folds (the partials are written, the counters bumped, the output is not).
+VARIANTS = {"nofold": ("if arrived == n_splits - 1:", "if arrived == -1:")}
+
+
 def _module(tag: str, knobs: dict[str, int]) -> Any:
-    spec = importlib.util.spec_from_file_location(f"decode_setting_{tag}", KERNEL)
+    variant = knobs.pop("VARIANT", None)
+    source = KERNEL.read_text()
+    if variant is not None:
+        old, new = VARIANTS[list(VARIANTS)[variant]]
+        assert old in source, old
+        source = source.replace(old, new)
+    # Triton reads a kernel's source from its file: write the variant beside the others.
+    path = Path(tempfile.gettempdir()) / f"decode_setting_{tag}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"decode_setting_{tag}", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -106,7 +122,8 @@ def main() -> None:
     mods = []
     for i, setting in enumerate(settings):
         knobs = _parse(setting)
-        mods.append((setting or "shipped", _module(str(i), knobs), sorted(set(knobs) & order)))
+        moves = sorted(set(knobs) & order)
+        mods.append((setting or "shipped", _module(str(i), knobs), moves))
     # Workload by workload (the largest inputs are 17 GB), every setting on the same inputs.
     for w in workloads:
         gen = torch.Generator(device="cpu").manual_seed(0)
