@@ -6,6 +6,7 @@ torch.mm (cuBLAS), timed with nodice's own timer (CUDA events, L2 flushed). Befo
 bits with SPLIT_K on are compared at M = 1 against every M of --bit-sizes (bf16). JSON is written
 after every row.
     python3 lab/scripts/gemm_split.py --json OUT.json [--seg-k 2048 1024] [--sizes 1 16 64 512]
+        [--max-m 1024] [--layers qwen3-32b-down qwen3-32b-qkv]
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from nodice.tasks.gemm import _LAYERS
 KERNEL = Path(__file__).resolve().parents[2] / "nodice" / "kernels" / "gemm.py"
 
 
-def _module(split: int, seg_k: int):  # type: ignore[no-untyped-def]
+def _module(split: int, seg_k: int, max_m: int | None = None):  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location(f"gemm_split_{split}_{seg_k}", KERNEL)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     mod.SPLIT_K, mod.SPLIT_SEG_K = split, seg_k
+    if max_m is not None:
+        mod.SPLIT_MAX_M = max_m
     return mod
 
 
@@ -39,6 +42,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--seg-k", type=int, nargs="+", default=[2048, 1024])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64, 512])
+    ap.add_argument("--max-m", type=int, help="SPLIT_MAX_M: segments as their own programs up to this M")
+    ap.add_argument("--layers", nargs="+", help="only these layers (TAG-PROJ, e.g. qwen3-32b-down)")
     ap.add_argument("--bit-sizes", type=int, nargs="+", default=[2, 16, 17, 64, 65, 129, 512, 4096])
     args = ap.parse_args()
     dev = torch.device("cuda")
@@ -47,13 +52,14 @@ def main() -> None:
         "device": torch.cuda.get_device_name(),
         "commit": os.environ.get("NODICE_COMMIT", ""),
         "rows": [],
+        "split_max_m": args.max_m,
     }
     report["bits"] = []
     gen = torch.Generator(device=dev).manual_seed(0)
     for seg_k in args.seg_k:
-        split = _module(1, seg_k)
+        split = _module(1, seg_k, args.max_m)
         for model, tag, proj, k, n in _LAYERS:
-            if split._split_segments(k) < 2:
+            if split._split_segments(k) < 2 or (args.layers and f"{tag}-{proj}" not in args.layers):
                 continue
             b = torch.randn((k, n), generator=gen, device=dev, dtype=torch.bfloat16)
             a = torch.randn((max(args.bit_sizes), k), generator=gen, device=dev, dtype=torch.bfloat16)
