@@ -6,6 +6,7 @@
 #           then the tax at concurrency 32 (STEP=0: the invariance alone, with the whole call)
 #   STEP=2  the tax at concurrency 32 and 64: nodice, paged|sdpa, paged|sdpa+cuda-graphs
 #   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
+#   STEP=5  the same, and nothing at all on another card (a try for an H200 that costs little)
 # On an H100 (the H200 steps' H100 numbers exist already):
 #   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
 #   other     the knob search on the kernels whose bandwidth targets are open (decode, the norms;
@@ -31,8 +32,10 @@ case "$gpu:${STEP:-1}" in
     ONLY=tax TAX_PHASES=tax TAX_RUN_SECONDS=${TAX_RUN_SECONDS:-30} BUDGET=${BUDGET:-580} TAX_SECONDS=${TAX_SECONDS:-570} \
       TAX_EXTRA="--concurrency 32 --concurrency 64 -b nodice -b 'paged|sdpa' -b 'paged|sdpa+cuda-graphs'" \
       lab/scripts/gpu_e2e.sh ;;
-  *H200*:3)
+  *H200*:3|*H200*:5)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
+  *:5)
+    echo "STEP=5 runs on an H200 only; this card is $gpu: nothing run" ;;
   *:3|*:4)
     BUDGET=${BUDGET:-560} bench/gpu/run_many.sh \
       "decode=${DECODE_SECONDS:-540}=python3 lab/scripts/decode_settings.py --json \$RUN/decode_settings.json"
