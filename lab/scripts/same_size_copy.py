@@ -34,6 +34,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--task", action="append")
+    ap.add_argument("--kernel", action="append", default=[], help="TASK=PATH: time this kernel file too")
     args = ap.parse_args()
     dev = torch.device("cuda")
     copy_gbps = ceilings_for(dev).copy_gbps
@@ -47,12 +48,18 @@ def main() -> None:
         task = get_task(task_name)
         kernel = load_kernel(bundled_kernel(task_name), "kernel", task, dev, torch.bfloat16).fn
         impls, missing = load_baselines(task_name, dev)
+        others = [
+            (p, load_kernel(p, "kernel", task, dev, torch.bfloat16).fn)
+            for t, p in (k.split("=", 1) for k in args.kernel)
+            if t == task_name
+        ]
         report.setdefault("missing", {})[task_name] = dict(missing)
         for w in task.workloads():
             inputs = task.workload_inputs(w, torch.Generator().manual_seed(0), dev, torch.bfloat16)
             nbytes = task.bytes_moved(w, torch.bfloat16)
             row: dict[str, Any] = {"task": task_name, "workload": w.name, "bytes": int(nbytes)}
             runs = [("nodice", kernel, inputs)] + [(n, timed_call(i, inputs), ()) for n, i in impls.items()]
+            runs += [(Path(p).stem, extra, inputs) for p, extra in others]
             for name, fn, fn_args in runs:
                 try:
                     fn(*fn_args)
