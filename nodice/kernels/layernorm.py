@@ -1,15 +1,22 @@
-"""LayerNorm, one pass over the row: the row in registers as up to three power-of-two parts.
+"""LayerNorm, one pass over the row: the row in registers, read once.
 
 The seed reads each row three times in 1024-wide tiles (mean, squared deviations, output).
 Here a row is loaded once and kept in registers; its mean and then the sum of squared deviations
 from that mean (the two-moment form, no ``E[x²] - mean²`` cancellation) are reduced in fp32, and
 ``y`` is written. A tile must be a power of two wide, and LayerNorm widths often are not (Falcon's
-4544, BLOOM's 14336): one tile of ``next_power_of_2(H)`` lanes (8192 for 4544, the design of
-``lab/candidates/layernorm_row.py``) holds 45 % masked lanes and the registers they cost. The
-row is instead cut into up to MAX_PARTS power-of-two parts from H alone (4544 → 4096 + 512,
-14336 → 8192 + 4096 + 2048, 2560 → 2048 + 512), each loaded as its own tile; a row statistic is
-the sum of the parts' sums, first part first. Narrow rows pack several rows per program
-(``ROWS``, from H alone); rows wider than MAX_ROW keep the seed's looped passes.
+4544, BLOOM's 14336): as shipped a row is one tile of ``next_power_of_2(H)`` lanes, the rest
+masked. The ``MAX_PARTS`` knob cuts it instead into up to three power-of-two parts from H alone
+(4544 → 4096 + 512, 14336 → 8192 + 4096 + 2048), each loaded as its own tile, a row statistic
+being the sum of the parts' sums, first part first; timed on an H100 that was slower on every
+prefill row (67–87 % of the copy ceiling against 77–92 % for the padded tile: the narrow parts'
+loads are split over all the program's threads, a few bytes each), so it ships at 1.
+
+The warps follow the padded width: 4 up to 4096 lanes, 8 above (16 measured 15–20 points
+lower at Falcon's 8192 lanes, 8 against 16 lifted BLOOM's 16384 from 77 % to 91 % of copy).
+Narrow rows pack several rows per program (``ROWS``, from H alone); rows wider than MAX_ROW keep
+the seed's looped passes. On the H100 (``lab/results/h100_2026-12-07d/``): 82–91 % of the copy
+ceiling at the four prefill rows, 1.09–1.33× Liger's LayerNorm there; the decode row (128 rows,
+1.2 MB) 0.9×.
 
 Batch-invariant because the parts, rows per program and warps depend on the hidden size only:
 each row's two reductions are the same ``tl.sum`` calls over the same layouts, added in the same
@@ -26,13 +33,13 @@ ROW_ELEMENTS = 4096
 # Parts a row is cut into at most, and the granularity the row is rounded up to before it is cut:
 # the parts are the binary digits of the rounded width, largest first; the last part absorbs
 # whatever more parts would have held (rounded up to a power of two).
-MAX_PARTS = 3
+MAX_PARTS = 1
 PART_GRAIN = 128
 # Warps per program, by the elements a program holds (never by the batch).
 WARPS_UP_TO_2K = 4
-WARPS_4K = 8
+WARPS_4K = 4
 WARPS_8K = 8
-WARPS_WIDER = 16
+WARPS_WIDER = 8
 # Warps of the looped fallback for rows wider than MAX_ROW.
 WARPS_LOOPED = 8
 
@@ -51,6 +58,8 @@ ORDER_KNOBS = {
     "MAX_PARTS": (1, 2, 3),
     "PART_GRAIN": (64, 128, 256, 512),
 }
+# The grain is read only when a row may be cut.
+KNOB_WHEN = {"PART_GRAIN": {"MAX_PARTS": (2, 3)}}
 
 
 def _parts(hidden: int) -> tuple[int, int, int]:
