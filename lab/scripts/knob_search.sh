@@ -16,7 +16,7 @@ OUT=${OUT:?set OUT}
 evals=${BUDGET_EVALS:-30}
 seconds=${TASK_SECONDS:-135}
 tasks=("$@")
-[ ${#tasks[@]} -eq 0 ] && tasks=(rmsnorm add_rmsnorm gemm attention_decode moe attention_prefill gdn sampling)
+[ ${#tasks[@]} -eq 0 ] && tasks=(rmsnorm add_rmsnorm layernorm gemm attention_decode moe attention_prefill gdn sampling)
 specs=()
 for task in "${tasks[@]}"; do
     # The search stops itself a minute before the measurement's limit (an evaluation in flight finishes
