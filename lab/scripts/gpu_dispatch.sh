@@ -7,6 +7,7 @@
 #   STEP=2  the tax at concurrency 32 and 64: nodice, paged|sdpa, paged|sdpa+cuda-graphs
 #   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
 #   STEP=5  the same, and nothing at all on another card (a try for an H200 that costs little)
+#   STEP=6  STEP=1 on an H200, nothing on another card
 # On an H100 (the H200 steps' H100 numbers exist already):
 #   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
 #   other     the knob search on the kernels whose bandwidth targets are open (decode, the norms;
@@ -19,7 +20,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 echo "$gpu" > "$OUT/card.txt"
 export XDG_CACHE_HOME=/tmp/nodice-xdg
 case "$gpu:${STEP:-1}" in
-  *H200*:1)
+  *H200*:1|*H200*:6)
     # Both in one call: the invariance (253 s on an H100) and the tax at concurrency 32.
     INV_LAYERS=32 CONTROL=8 ALONE_DIR=/tmp/nodice-alone INV_SECONDS=${INV_SECONDS:-320} \
       TAX_PHASES=tax TAX_RUN_SECONDS=${TAX_RUN_SECONDS:-30} TAX_SECONDS=${TAX_SECONDS:-250} \
@@ -34,8 +35,8 @@ case "$gpu:${STEP:-1}" in
       lab/scripts/gpu_e2e.sh ;;
   *H200*:3|*H200*:5)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
-  *:5)
-    echo "STEP=5 runs on an H200 only; this card is $gpu: nothing run" ;;
+  *:5|*:6)
+    echo "STEP=${STEP} runs on an H200 only; this card is $gpu: nothing run" ;;
   *:3|*:4)
     BUDGET=${BUDGET:-560} bench/gpu/run_many.sh \
       "decode=${DECODE_SECONDS:-540}=python3 lab/scripts/decode_settings.py --json \$RUN/decode_settings.json"
