@@ -82,7 +82,9 @@ def task_rows(entry: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     unit = entry.get("unit", "")
     invariant = invariant_baselines(entry)
     names = invariant + [n for n in _baseline_names(entry) if n not in invariant]
-    header = ["workload", f"nodice {unit}", "of limit"]
+    # GB/s tasks on CUDA: nodice over a copy of the same bytes timed beside it.
+    copies = any(w.get("copy_fraction") is not None for w in entry.get("workloads", []))
+    header = ["workload", f"nodice {unit}", "of limit", *(["of copy, same size"] if copies else [])]
     header += [f"{n} ({_bi_label(entry, n)})" for n in invariant]
     if invariant:
         header.append("× best BI")
@@ -92,21 +94,25 @@ def task_rows(entry: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for w, ratio_bi in zip(entry.get("workloads", []), ratios, strict=True):
         if not w.get("correct", True):
-            blanks = len(names) + (1 if invariant else 0)
+            blanks = len(names) + (1 if invariant else 0) + (1 if copies else 0)
             rows.append([w["name"], "incorrect", "—", *("" for _ in range(blanks)), "—"])
             continue
         cells = []
         for n in names:
             b = (w.get("baselines") or {}).get(n)
             cells.append("—" if b is None else f"{_num(b.get('throughput'))} ({_ratio(b.get('ratio'))})")
-        row = [w["name"], _num(w.get("throughput")), _pct(w.get("limit_fraction")), *cells[: len(invariant)]]
+        row = [w["name"], _num(w.get("throughput")), _pct(w.get("limit_fraction"))]
+        if copies:
+            row.append(_pct(w.get("copy_fraction")))
+        row += cells[: len(invariant)]
         if invariant:
             row.append(_ratio(ratio_bi))
         row += [*cells[len(invariant) :], _ratio(w.get("ratio_best"))]
         rows.append(row)
     if rows:
         levels = [_num((entry.get("baseline_geomeans") or {}).get(n)) for n in names]
-        geo = ["**geomean**", _num(entry.get("geomean")), "", *levels[: len(invariant)]]
+        geo = ["**geomean**", _num(entry.get("geomean")), "", *([""] if copies else [])]
+        geo += levels[: len(invariant)]
         if invariant:
             geo.append(_ratio(ratios_geomean))
         geo += [*levels[len(invariant) :], _ratio(entry.get("ratio_best_geomean"))]

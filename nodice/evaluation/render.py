@@ -24,14 +24,21 @@ def score_table(scores: list[WorkloadScore], title: str) -> Table:
     for s in scores:
         names += [n for n in s.baselines if n not in names]
     table = Table(title=title)
-    for col in ("workload", "ms", unit, "of limit", *names, "× best"):
+    # GB/s tasks on CUDA: the throughput over a copy of the same bytes (the bar for that size).
+    copies = any(s.copy_fraction is not None for s in scores)
+    copy_col = ["of copy, same size"] if copies else []
+    for col in ("workload", "ms", unit, "of limit", *copy_col, *names, "× best"):
         table.add_column(col, justify="left" if col == "workload" else "right")
     for s in scores:
         if not s.correct:
-            table.add_row(s.workload, "—", "0", "—", *("" for _ in names), f"incorrect: {s.detail}"[:60])
+            blanks = len(names) + (1 if copies else 0)
+            why = f"incorrect: {s.detail}"[:60]
+            table.add_row(s.workload, "—", "0", "—", *("" for _ in range(blanks)), why)
             continue
         limit = "—" if s.limit_fraction is None else f"{s.limit_fraction:.0%}"
         row = [s.workload, _fmt(s.ms), _fmt(s.throughput), limit]
+        if copies:
+            row.append("—" if s.copy_fraction is None else f"{s.copy_fraction:.0%}")
         for n in names:
             b = s.baselines.get(n)
             row.append("—" if b is None else f"{_fmt(b.throughput)} ({_ratio(b.ratio)})")

@@ -72,6 +72,9 @@ class WorkloadScore:
     best_baseline: str | None = None
     ratio_best: float | None = None
     limit_fraction: float | None = None
+    # GB/s tasks on CUDA: the throughput over a device copy of the same bytes timed beside it (1.0:
+    # as fast as one copy launch of that size; the device limit is a large copy's).
+    copy_fraction: float | None = None
     correct: bool = True
     detail: str = ""
     reps: int = 0
