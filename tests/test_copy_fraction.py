@@ -9,6 +9,7 @@ import io
 import torch
 from rich.console import Console
 
+from nodice.bench.kernels import workload_record
 from nodice.bench.kernels_table import task_rows
 from nodice.evaluation.render import score_table
 from nodice.measuring.score import GBPS, WorkloadScore
@@ -68,3 +69,10 @@ def test_a_measured_copy_fraction_gets_its_column() -> None:
     assert len(rows[1]) == len(header) and len(rows[0]) == len(header)
     # The round trip through a stored record keeps it.
     assert WorkloadScore.from_dict(a.to_dict()).copy_fraction == 0.97
+
+
+def test_the_kernel_benchmarks_record_carries_it_when_measured() -> None:
+    measured = WorkloadScore("a", 0.1, unit=GBPS, throughput=900.0, score=900.0, copy_fraction=0.9712345)
+    assert workload_record(measured)["copy_fraction"] == 0.9712
+    unmeasured = WorkloadScore("a", 0.1, unit=GBPS, throughput=1.0, score=1.0)
+    assert "copy_fraction" not in workload_record(unmeasured)

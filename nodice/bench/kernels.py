@@ -74,6 +74,7 @@ def workload_record(s: WorkloadScore) -> dict[str, Any]:
         "ms": s.ms,
         "throughput": _sig(s.score, 5),
         "limit_fraction": _sig(s.limit_fraction),
+        **({"copy_fraction": _sig(s.copy_fraction)} if s.copy_fraction is not None else {}),
         "correct": s.correct,
         "detail": s.detail,
         "baselines": {
