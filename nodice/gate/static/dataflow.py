@@ -119,7 +119,10 @@ class Interp(
     ):
         self.an = an
         self.mod = mod
-        self.env = env
+        # The interpreter of a module's top level runs in the module's namespace (``mod.env``: where
+        # its functions read their globals, its importers its names, and ``global`` stores write).
+        self._namespace = env is mod.env
+        self._env = env
         self.closure = closure or {}
         self.module_level = module_level
         self.control: Trace | None = None
@@ -136,6 +139,20 @@ class Interp(
         self.raises: list[list[Trace]] = []
         self._sizes: dict[int, frozenset[str]] = {}  # names bound to sizes, per scope body
         self.declared_globals: set[str] = set()  # ``global`` names of the function being run
+
+    @property
+    def env(self) -> dict[str, V]:
+        return self._env
+
+    @env.setter
+    def env(self, env: dict[str, V]) -> None:
+        """A block replaces the environment (a loop joins what its body bound with the state before
+        it, a branch merges its sides, a ``try`` its outcomes, a comprehension restores the one it
+        saved): at a module's top level the module's namespace is replaced with it, so that the
+        names bound after the block (a ``def`` after a ``for``) are bound where every reader looks."""
+        self._env = env
+        if self._namespace:
+            self.mod.env = env
 
     def step(self, node: ast.AST, note: str = "") -> str:
         line = getattr(node, "lineno", 0)
@@ -296,8 +313,9 @@ class Interp(
 
     def s_ClassDef(self, s: ast.ClassDef) -> None:
         bases = [self.expr(b) for b in s.bases]
-        env: dict[str, V] = {}
-        Interp(self.an, self.mod, env, closure=self.env, module_level=True).run(s.body)
+        body = Interp(self.an, self.mod, {}, closure=self.env, module_level=True)
+        body.run(s.body)
+        env = body.env  # what the body bound, after the blocks in it (a loop, a branch) replaced it
         fields = [
             st.target.id for st in s.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
         ]
