@@ -95,3 +95,9 @@ class BaselineUnavailable(NodiceError):
     """A library baseline cannot run here: its package or backend is missing (the reason says which)."""
 
     kind = "baseline unavailable"
+
+
+class StoreError(NodiceError):
+    """A result store or run journal that cannot be opened or read (not SQLite, not writable)."""
+
+    kind = "bad store"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
@@ -43,6 +44,76 @@ def read_source(path: Path) -> str:
         raise CandidateLoadError(f"cannot read {path}: {exc}") from None
 
 
+def _compile(source: str, p: Path) -> None:
+    try:
+        compile(source, str(p), "exec")
+    except SyntaxError as exc:
+        raise CandidateLoadError(f"syntax error in {p.name}:{exc.lineno}: {exc.msg}") from None
+    except ValueError as exc:  # e.g. null bytes
+        raise CandidateLoadError(f"cannot compile {p.name}: {exc}") from None
+
+
+# Ways a module can bind a name that its top-level statements do not show.
+_DYNAMIC_BINDING = ("globals()", "setattr(", "exec(", "__dict__", "import *", "__getattr__", "global ")
+
+
+def _stores(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` stores ``name`` in its own scope (not inside a function, class or lambda)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            return True
+        todo.extend(
+            c
+            for c in ast.iter_child_nodes(n)
+            if not isinstance(c, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda)
+        )
+    return False
+
+
+def _binds_at_top_level(tree: ast.Module, name: str) -> bool:
+    """Whether a statement that runs at module level (inside ``if``/``try``/``with``/loops too) binds
+    ``name``: a def, a class, an assignment target or an import."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == name:
+                return True
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+        else:
+            inner = ast.Module(body=_nested(node), type_ignores=[])
+            if _stores(node, name) or _binds_at_top_level(inner, name):
+                return True
+    return False
+
+
+def _nested(node: ast.stmt) -> list[ast.stmt]:
+    """The statements a compound statement runs in the same scope (its bodies and handlers)."""
+    out: list[ast.stmt] = []
+    for field in ("body", "orelse", "finalbody"):
+        out += [x for x in getattr(node, field, []) if isinstance(x, ast.stmt)]
+    for handler in getattr(node, "handlers", []):
+        out += handler.body
+    for case in getattr(node, "cases", []):
+        out += case.body
+    return out
+
+
+def check_source(path: str | Path, entry: str) -> str:
+    """Read a candidate without running it: a file that does not parse, or one that never binds its
+    entry point at module level, is refused before any stage (``--static-only`` runs no import).
+    Returns the source."""
+    p = Path(path).resolve()
+    source = read_source(p)
+    _compile(source, p)
+    dynamic = any(marker in source for marker in _DYNAMIC_BINDING)
+    if not dynamic and not _binds_at_top_level(ast.parse(source), entry):
+        raise EntryPointError(f"{p.name} defines no '{entry}'")
+    return source
+
+
 def _where(exc: BaseException, path: Path) -> str:
     """The innermost frame of the candidate's own file, as ``file:line``."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
@@ -56,12 +127,7 @@ def import_file(path: str | Path, prefix: str) -> tuple[Path, str, Any]:
     """
     p = Path(path).resolve()
     source = read_source(p)
-    try:
-        compile(source, str(p), "exec")
-    except SyntaxError as exc:
-        raise CandidateLoadError(f"syntax error in {p.name}:{exc.lineno}: {exc.msg}") from None
-    except ValueError as exc:  # e.g. null bytes
-        raise CandidateLoadError(f"cannot compile {p.name}: {exc}") from None
+    _compile(source, p)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     module_name = f"{prefix}_{p.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, p)

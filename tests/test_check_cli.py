@@ -45,7 +45,12 @@ BAD_INPUTS = {
         "has dtype torch.float64",
     ),
     "not_a_tensor": ("def kernel(x, weight, eps):\n    return [1, 2]\n", "outputs"),
-    "import_exit": ("import sys\nsys.exit(4)\n", "called exit(4) while importing"),
+    "import_exit": (
+        "import sys\nsys.exit(4)\n\ndef kernel(x, weight, eps):\n    return x\n",
+        "called exit(4) while importing",
+    ),
+    # Refused before anything runs: the file never binds its entry point.
+    "no_entry": ("import sys\nsys.exit(4)\n", "defines no 'kernel'"),
 }
 
 

@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nodice"
 # with the CLI on top. Rooms on one floor do not import each other's floor above.
 FLOORS: dict[str, int] = {
     "errors": 0,
+    "catalog": 0,  # the task names, without PyTorch
     "loader": 0,  # how a candidate file is read and imported: below the tasks that import reference files
     "references": 0,
     "tasks": 1,

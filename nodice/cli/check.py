@@ -152,6 +152,9 @@ def check(
     where = _Where(device, isolation, timeout, store, as_json)
     if static_only and dynamic_only:
         _refuse("--static-only and --dynamic-only exclude each other", where, str(file), task or "")
+    problem = _option_problem(seed, timeout, sandbox, static_only, store, trace)
+    if problem:
+        _refuse(problem, where, str(file), task or "")
 
     def request(path: str | Path, task: str, entry: str, bench: bool) -> EvaluationRequest:
         return EvaluationRequest.create(
@@ -196,12 +199,52 @@ def check(
         def finish(result: CheckResult, evaluation: Evaluation) -> None:
             fib.relabel(result, prepared, folder, file)
             if trace is not None and evaluation is not None:
-                n = fib.write_traces(evaluation, prepared, trace)
+                try:
+                    n = fib.write_traces(evaluation, prepared, trace)
+                except OSError as exc:
+                    refuse(f"--trace {trace}: cannot write it ({exc.strerror or exc})")
                 err.print(f"{n} FlashInfer-Bench trace(s) written to {trace}", markup=False, highlight=False)
 
         bench = bench or trace is not None
         candidate = str(prepared.candidate)
         _run_check(request(candidate, prepared.task, prepared.entry, bench), candidate, where, finish)
+
+
+# torch seeds its generators with a signed 64-bit integer.
+_SEED_RANGE = (0, 2**63 - 1)
+
+
+def _option_problem(
+    seed: int | None,
+    timeout: float | None,
+    sandbox: bool,
+    static_only: bool,
+    store: Path | None,
+    trace: Path | None,
+) -> str:
+    """What is wrong with the options that take a value nodice cannot use ("" when nothing is)."""
+    import math
+
+    if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
+        return f"--seed must be between 0 and 2**63 - 1, not {seed}"
+    if timeout is not None:
+        if not (math.isfinite(timeout) and timeout > 0):
+            return f"--timeout must be a positive number of seconds, not {timeout}"
+        if not sandbox and not static_only:
+            return "--timeout needs the sandbox (--no-sandbox runs the candidate without limits): drop one"
+    for option, path in (("--store", store), ("--trace", trace)):
+        if path is None:
+            continue
+        if path.is_dir():
+            return f"{option} {path}: is a folder (give a file)"
+        if not path.parent.is_dir():
+            return f"{option} {path}: no such folder {path.parent}"
+    if trace is not None:
+        import os
+
+        if not os.access(trace if trace.exists() else trace.parent, os.W_OK):
+            return f"--trace {trace}: not writable"
+    return ""
 
 
 def _refuse(message: str, where: _Where, candidate: str, task: str = "") -> NoReturn:
@@ -243,6 +286,8 @@ def _run_check(
         )
     except ValueError as exc:
         _refuse(f"device unavailable: {exc}", where, candidate, request.task)
+    except NodiceError as exc:
+        _refuse(exc.line(), where, candidate, request.task)
     with ev:
         evaluation = ev.run(request, candidate=candidate)
     result = evaluation.check

@@ -115,6 +115,9 @@ def evolve(
     for folder in knowledge or []:
         if not folder.is_dir():
             fail(f"knowledge folder not found: {folder}")
+    problem = _budget_problem(budget, time_budget, stagnation, launch_timeout)
+    if problem:
+        fail(problem)
     from nodice.references import task_from_options
 
     try:
@@ -188,6 +191,21 @@ def evolve(
     )
     if report:
         _write_report(summary.run_dir)
+
+
+def _budget_problem(
+    budget: int | None, time_budget: float | None, stagnation: int | None, launch_timeout: float | None
+) -> str:
+    """What is wrong with the run's limits ("" when nothing is): counts of 1 or more, finite seconds."""
+    import math
+
+    for option, count in (("--budget", budget), ("--stagnation", stagnation)):
+        if count is not None and count < 1:
+            return f"{option} must be 1 or more, not {count}"
+    for option, seconds in (("--time-budget", time_budget), ("--launch-timeout", launch_timeout)):
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            return f"{option} must be a positive number of seconds, not {seconds}"
+    return ""
 
 
 def _write_report(run_dir: Path) -> None:

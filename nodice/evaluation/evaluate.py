@@ -119,14 +119,15 @@ class Evaluator:
         self.device = device
         self.isolation = isolation
         self.limits = Limits(None if timeout_s is None else float(timeout_s), memory_mb)
-        self.executor = make_executor(executor or ExecutorConfig(), isolation, device, self.limits)
-        self.workers = self.executor.workers
         self._store_lock = threading.Lock()
         self.store = None
         if store is not None:
             from nodice.evaluation.store import ResultStore
 
+            # Opened first: a store that cannot be used is refused before any worker starts.
             self.store = ResultStore(store)
+        self.executor = make_executor(executor or ExecutorConfig(), isolation, device, self.limits)
+        self.workers = self.executor.workers
 
     def evaluate(
         self,

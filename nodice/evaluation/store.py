@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nodice.errors import StoreError
 from nodice.evaluation.record import Evaluation
 
 # 2: scores carry throughput, unit, ratio to the best baseline and fraction of the device ceiling.
@@ -76,16 +77,19 @@ _SCORE_COLUMNS_V2 = (
 class ResultStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Shared by the threads of a multi-worker evaluator, which take turns (the Evaluator holds a lock).
-        self.conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        with self.conn:
-            self.conn.executescript(_SCHEMA)
-            self._migrate()
-            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Shared by the threads of a multi-worker evaluator, which take turns (the Evaluator locks).
+            self.conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            with self.conn:
+                self.conn.executescript(_SCHEMA)
+                self._migrate()
+                self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot use {self.path} as a result store: {exc}") from None
 
     def _migrate(self) -> None:
         """Add the columns a store made by an older nodice lacks (its rows keep NULL there)."""

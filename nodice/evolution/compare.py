@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodice.errors import NodiceError
+from nodice.errors import NodiceError, StoreError
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage, VersionRecord
 from nodice.evolution.rundir import KERNEL_FILE, RunConfig, RunDir
@@ -150,7 +150,7 @@ def run_figures(
                 attempts = journal.attempts()
             finally:
                 journal.close()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StoreError) as exc:
             raise CompareError(f"cannot read the journal of {shown or run.root}: {exc}") from None
     outcomes: dict[str, int] = {}
     for a in attempts:

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodice.errors import StoreError
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS evolution_attempts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -133,11 +135,14 @@ class Journal:
 
     def __init__(self, path: Path):
         self.path = path
-        self._db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
-        columns = {r[1] for r in self._db.execute("PRAGMA table_info(evolution_attempts)")}
+        try:
+            self._db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(evolution_attempts)")}
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot read the run's journal {path}: {exc}") from None
         if "island" not in columns:  # a store written before islands
             # Another process may have added it a moment ago.
             with contextlib.suppress(sqlite3.OperationalError):

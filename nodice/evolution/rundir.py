@@ -176,9 +176,12 @@ class RunDir:
             raise RunDirError(f"{self.root} is a file, not a folder")
         if self.root.exists() and any(self.root.iterdir()) and not self.exists():
             raise RunDirError(f"{self.root} exists, is not empty and is not a nodice run")
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        (self.root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
-        self.kernel.write_text(seed_source, encoding="utf-8")
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            (self.root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+            self.kernel.write_text(seed_source, encoding="utf-8")
+        except OSError as exc:
+            raise RunDirError(f"cannot create the run folder {self.root}: {exc.strerror or exc}") from None
         self.save_config(config)
 
     def load_config(self) -> RunConfig:
@@ -196,11 +199,12 @@ class RunDir:
         write_json_atomic(self.state_path, state)
 
     def load_state(self) -> dict[str, Any]:
+        # A cache rebuilt from git and the store: one that cannot be read as an object is no cache.
         try:
-            data: dict[str, Any] = json.loads(self.state_path.read_text(encoding="utf-8"))
-            return data
-        except (FileNotFoundError, json.JSONDecodeError):
+            data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return {}
+        return data if isinstance(data, dict) else {}
 
     # ---- workspace snapshots ---------------------------------------------------
     def workspace_files(self) -> dict[str, str]:

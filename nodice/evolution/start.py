@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodice.catalog import CATALOG
 from nodice.errors import DeviceError, ReferenceFileError, UnknownTaskError
+from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from nodice.evolution.rundir import RunConfig, RunDir, RunDirError
 from nodice.evolution.scores import refuse_incomparable, task_unit
@@ -56,10 +58,8 @@ def check_task_name(task: str) -> None:
         if not path.is_file():
             raise ReferenceFileError(f"no such reference file: {path}")
         return
-    known = sorted(p.stem for p in (PACKAGE_DIR / "tasks").glob("*.py") if not p.stem.startswith("_"))
-    known = [k for k in known if k != "base"]
-    if task not in known:
-        raise UnknownTaskError(f"'{task}' (known tasks: {', '.join(known)})")
+    if task not in CATALOG:
+        raise UnknownTaskError(f"'{task}' (known tasks: {', '.join(CATALOG)})")
 
 
 def pick_device(device: str | None, remote: bool = False) -> str:
@@ -126,6 +126,23 @@ def existing_config(opts: EvolveOptions) -> RunConfig | None:
     return run.load_config() if run.exists() else None
 
 
+def refuse_lost_lineage(run: RunDir) -> None:
+    """A run without its git lineage resumes from its seed only if it never committed a version: one
+    whose journal records commits has lost its history, and starting it again at v0 would hide that."""
+    if not run.store_path.is_file():
+        return
+    journal = Journal(run.store_path)
+    try:
+        committed = [a.version for a in journal.attempts() if a.outcome == "committed"]
+    finally:
+        journal.close()
+    if committed:
+        raise RunDirError(
+            f"{run.root} has no lineage (.git) but its journal records {len(committed)} committed "
+            "versions: restore the lineage or use a new run dir"
+        )
+
+
 def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
     """The run directory and its configuration; True when an existing run is resumed."""
     check_task_name(opts.task)  # an unknown task fails here, before anything is written
@@ -140,6 +157,8 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         if (run.root / ".git").is_dir():
             units = [v.unit for v in Lineage(run.root).versions()]
             refuse_incomparable(str(shown), units, config.unit)
+        else:
+            refuse_lost_lineage(run)
         if opts.device and opts.device != config.device:
             raise RunDirError(
                 f"{run.root} runs on {config.device}; scores on {opts.device} would not compare "

@@ -21,7 +21,7 @@ from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
 from nodice.gate.static.project import cuda_code
 from nodice.gate.thresholds import scan, straddling
-from nodice.loader import Candidate, load_kernel, read_source
+from nodice.loader import Candidate, check_source, load_kernel
 from nodice.tasks import Task, get_task
 
 
@@ -222,7 +222,8 @@ def check(
         if check_applicable(t, dev, seed):
             result.stages.append(StageResult("applicability", "pass", _ms(t0)))
         p = Path(path)
-        source = read_source(p.resolve())
+        # A file that does not parse or never binds its entry point is refused before any stage.
+        source = check_source(p, entry)
         if dev.type == "cpu" and "triton" in source:
             result.notes.insert(0, CPU_NOTE)  # how its Triton kernels run here
         portability = triton_globals.note(triton_globals.nonconstexpr_globals(source))

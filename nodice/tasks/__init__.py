@@ -5,25 +5,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
+from nodice.catalog import CATALOG
 from nodice.errors import UnknownTaskError
 from nodice.tasks.base import BIContext, Problem, Sample, Task, Workload
-
-# Module names of the catalog, in the order they are listed.
-CATALOG = (
-    "rmsnorm",
-    "add_rmsnorm",
-    "layernorm",
-    "gemm",
-    "attention_prefill",
-    "attention_decode",
-    "attention_varlen",
-    "dsa",
-    "mla_decode",
-    "moe",
-    "sampling",
-    "gdn",
-    "kda",
-)
 
 __all__ = [
     "CATALOG",

@@ -256,6 +256,11 @@ def _shrink(
     n, axis, get_inputs = spec.batch_size, spec.batch_axis, module.get_inputs
     if n is None or n == full:
         return get_inputs, ""
+    if full is not None and n > full:
+        raise ReferenceFileError(
+            f"{path.name}: --batch-size {n} is larger than get_inputs()'s batch of {full} "
+            "(--batch-size only shrinks the batch)"
+        )
     own = getattr(module, BATCH_GLOBAL, None)
     if meta is not None and isinstance(own, int) and not isinstance(own, bool) and own == full:
         setattr(module, BATCH_GLOBAL, n)
@@ -270,11 +275,6 @@ def _shrink(
         if again is not None and got == want:
             return get_inputs, f"its {BATCH_GLOBAL} global set to {n} (was {full})"
         setattr(module, BATCH_GLOBAL, own)  # the global sizes more than the batch: slice instead
-    if full is not None and n > full:
-        raise ReferenceFileError(
-            f"{path.name}: --batch-size {n} is larger than get_inputs()'s batch of {full}, and the file has "
-            f"no {BATCH_GLOBAL} global that sizes the batch alone"
-        )
 
     def first_n() -> list[Any]:
         raw = as_list(get_inputs(), "get_inputs()")

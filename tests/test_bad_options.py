@@ -1,0 +1,205 @@
+"""Options and files nodice cannot use get one line and exit 2, before any work is done: unusable
+limits and seeds, result stores and trace files that cannot be written, damaged run folders, files
+that do not parse or never bind their entry point (``--static-only`` too), and a ``--batch-size``
+that would grow the reference's batch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, run_cli
+
+SEED = EXAMPLES / "rmsnorm" / "seed.py"
+
+
+def _one_line_error(proc, expected: str) -> None:  # type: ignore[no-untyped-def]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and expected in lines[0], out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--timeout", "-1"], "--timeout must be a positive number of seconds, not -1.0"),
+        (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+        (["--timeout", "nan"], "--timeout must be a positive number of seconds, not nan"),
+        (["--timeout", "inf"], "--timeout must be a positive number of seconds, not inf"),
+        (["--timeout", "5", "--no-sandbox"], "--timeout needs the sandbox"),
+        (["--seed", "99999999999999999999999"], "--seed must be between 0 and 2**63 - 1"),
+        (["--seed", "-3"], "--seed must be between 0 and 2**63 - 1, not -3"),
+    ],
+)
+def test_unusable_limits_and_seeds_are_refused(args: list[str], expected: str) -> None:
+    _one_line_error(run_cli("check", str(SEED), "--task", "rmsnorm", "--device", "cpu", *args), expected)
+
+
+def test_a_store_that_cannot_be_used_is_refused_before_the_gate(tmp_path: Path) -> None:
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    not_sqlite = tmp_path / "notes.sqlite"
+    not_sqlite.write_text("not a database\n")
+    for store, expected in ((folder, "is a folder"), (not_sqlite, "file is not a database")):
+        proc = run_cli("check", str(SEED), "--task", "rmsnorm", "--device", "cpu", "--store", str(store))
+        _one_line_error(proc, expected)
+        assert "static" not in proc.stdout  # refused before any stage ran
+    assert not_sqlite.read_text() == "not a database\n"  # and left as it was
+    proc = run_cli(
+        "check", str(SEED), "--task", "rmsnorm", "--device", "cpu", "--store", str(folder), "--json"
+    )
+    assert proc.returncode == 2 and json.loads(proc.stdout)["verdict"] == "error"
+
+
+def test_a_trace_file_that_cannot_be_written_is_refused_before_the_gate(tmp_path: Path) -> None:
+    proc = run_cli(
+        "check", "solution.json", "--definition", "definition.json", "--device", "cpu",
+        "--trace", str(tmp_path),
+    )  # fmt: skip
+    _one_line_error(proc, "is a folder")
+    proc = run_cli(
+        "check", "solution.json", "--definition", "definition.json", "--device", "cpu",
+        "--trace", str(tmp_path / "missing" / "t.jsonl"),
+    )  # fmt: skip
+    _one_line_error(proc, "no such folder")
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def kernel(x, weight, eps)\n    return x\n", "syntax error in cand.py:1"),
+        ("", "cand.py defines no 'kernel'"),
+        ("import torch\n\ndef other(x, weight, eps):\n    return x\n", "cand.py defines no 'kernel'"),
+    ],
+)
+@pytest.mark.parametrize("mode", [[], ["--static-only"]])
+def test_a_file_that_cannot_be_judged_is_refused_in_every_mode(
+    tmp_path: Path, source: str, expected: str, mode: list[str]
+) -> None:
+    cand = tmp_path / "cand.py"
+    cand.write_text(source)
+    _one_line_error(run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", *mode), expected)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Bindings the loader finds without running the file: nested in module-level blocks, imported,
+        # or made by code that binds names dynamically (left to the import).
+        "import torch\nif True:\n    def kernel(x, weight, eps):\n        return x.clone()\n",
+        "import torch\ntry:\n    import missing_module\nexcept ImportError:\n"
+        "    kernel = lambda x, w, e: x.clone()\n",
+        "import torch\ndef _setup():\n    global kernel\n    kernel = lambda x, w, e: x.clone()\n_setup()\n",
+        "from torch import clone as kernel\n",
+    ],
+)
+def test_entry_points_bound_in_blocks_or_dynamically_are_not_refused(tmp_path: Path, source: str) -> None:
+    cand = tmp_path / "cand.py"
+    cand.write_text(source)
+    proc = run_cli("check", str(cand), "--task", "rmsnorm", "--device", "cpu", "--static-only")
+    assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--budget", "0"], "--budget must be 1 or more, not 0"),
+        (["--budget", "-1"], "--budget must be 1 or more, not -1"),
+        (["--stagnation", "0"], "--stagnation must be 1 or more"),
+        (["--time-budget", "-5"], "--time-budget must be a positive number of seconds, not -5.0"),
+        (["--time-budget", "nan"], "--time-budget must be a positive number of seconds, not nan"),
+        (["--launch-timeout", "0"], "--launch-timeout must be a positive number of seconds"),
+    ],
+)
+def test_unusable_run_limits_are_refused_and_leave_no_run(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    run = tmp_path / "run"
+    _one_line_error(run_cli("evolve", "rmsnorm", "--device", "cpu", "--run-dir", str(run), *args), expected)
+    assert not run.exists()
+
+
+def test_an_unknown_task_lists_the_catalog_only() -> None:
+    proc = run_cli("evolve", "no_such_task", "--device", "cpu")
+    _one_line_error(proc, "unknown task: 'no_such_task' (known tasks: rmsnorm, add_rmsnorm, layernorm,")
+    assert "definition" not in proc.stderr and "reference_file" not in proc.stderr
+
+
+def test_a_run_folder_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = run_cli("evolve", "rmsnorm", "--device", "cpu", "--budget", "1", "--run-dir", str(blocker / "run"))
+    _one_line_error(proc, "cannot create the run folder")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("runs") / "run"
+    proc = run_cli(
+        "evolve", "rmsnorm", "--device", "cpu", "--budget", "1", "--run-dir", str(run), "--no-report"
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return run
+
+
+_RESUME = ("evolve", "rmsnorm", "--device", "cpu", "--budget", "2", "--run-dir")
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    return copy
+
+
+def test_a_damaged_journal_is_one_line_in_every_command(finished_run: Path, tmp_path: Path) -> None:
+    run = _copy(finished_run, tmp_path)
+    (run / "results.sqlite").write_text("garbage\n")
+    for command in (
+        ["report", str(run)],
+        ["evolve", "rmsnorm", "--device", "cpu", "--budget", "2", "--run-dir", str(run), "--no-report"],
+        ["run", "lineage", "--run-dir", str(run)],
+    ):
+        _one_line_error(run_cli(*command), "cannot read the run's journal")
+
+
+def test_a_state_cache_that_is_not_an_object_is_rebuilt(finished_run: Path, tmp_path: Path) -> None:
+    run = _copy(finished_run, tmp_path)
+    (run / "state.json").write_text("[1, 2]\n")
+    proc = run_cli(
+        "evolve", "rmsnorm", "--device", "cpu", "--budget", "2", "--run-dir", str(run), "--no-report"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert isinstance(json.loads((run / "state.json").read_text()), dict)
+
+
+def test_a_run_that_lost_its_lineage_is_not_restarted_at_v0(finished_run: Path, tmp_path: Path) -> None:
+    run = _copy(finished_run, tmp_path)
+    with sqlite3.connect(run / "results.sqlite") as db:
+        committed = db.execute(
+            "SELECT COUNT(*) FROM evolution_attempts WHERE outcome='committed'"
+        ).fetchone()[0]
+    assert committed >= 1
+    shutil.rmtree(run / ".git")
+    proc = run_cli(
+        "evolve", "rmsnorm", "--device", "cpu", "--budget", "2", "--run-dir", str(run), "--no-report"
+    )
+    _one_line_error(proc, f"has no lineage (.git) but its journal records {committed} committed versions")
+    assert not (run / ".git").exists()
+
+
+def test_a_batch_size_larger_than_the_references_batch_is_refused(tmp_path: Path) -> None:
+    ref = tmp_path / "ref.py"
+    ref.write_text(
+        "import torch\nimport torch.nn as nn\n\nbatch_size = 6\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, 3)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    proc = run_cli("check", str(ref), "--reference", str(ref), "--batch-size", "7", "--device", "cpu")
+    _one_line_error(proc, "--batch-size 7 is larger than get_inputs()'s batch of 6")
