@@ -203,3 +203,32 @@ def test_a_batch_size_larger_than_the_references_batch_is_refused(tmp_path: Path
     )
     proc = run_cli("check", str(ref), "--reference", str(ref), "--batch-size", "7", "--device", "cpu")
     _one_line_error(proc, "--batch-size 7 is larger than get_inputs()'s batch of 6")
+
+
+def test_a_reference_with_an_empty_batch_is_refused(tmp_path: Path) -> None:
+    ref = tmp_path / "ref.py"
+    ref.write_text(
+        "import torch\nimport torch.nn as nn\n\nbatch_size = 0\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, 3)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    proc = run_cli("check", str(ref), "--reference", str(ref), "--device", "cpu")
+    _one_line_error(proc, "get_inputs() gives a batch of 0 samples")
+
+
+def test_a_definition_whose_reference_raises_does_not_blame_the_solution(tmp_path: Path) -> None:
+    fib = EXAMPLES / "flashinfer_bench"
+    definition = json.loads((fib / "rmsnorm_h4096.json").read_text())
+    assert "def run(" in definition["reference"]
+    definition["reference"] = definition["reference"].replace(
+        "def run(", "def run(*args, **kwargs):\n    raise ValueError('reference broke')\n\ndef _run(", 1
+    )
+    broken = tmp_path / "definition.json"
+    broken.write_text(json.dumps(definition))
+    proc = run_cli(
+        "check", str(fib / "rmsnorm_h4096_triton_row.json"), "--definition", str(broken), "--device", "cpu"
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
+    assert "not the candidate's fault: the definition's reference (line" in proc.stderr
+    assert "raised ValueError: reference broke" in proc.stderr and "kernel crashed" not in proc.stderr

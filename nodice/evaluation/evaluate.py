@@ -223,7 +223,14 @@ class Evaluator:
                 dict(p.get("timings", {})),
             )
         reason = f"kernel crashed: {outcome.failure}"
-        not_the_kernel = ("timed out", "out of memory", "worker failed", "cannot load", "device unavailable")
+        not_the_kernel = (
+            "timed out",
+            "out of memory",
+            "worker failed",
+            "cannot load",
+            "device unavailable",
+            "not the candidate's fault",
+        )
         if outcome.failure.startswith(not_the_kernel):
             reason = outcome.failure
         site = hang_site(outcome.log, Path(candidate)) if reason.startswith("timed out") else ""

@@ -96,7 +96,9 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         except BaseException as exc:  # a harness bug must still produce an answer
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            line = f"internal error: {type(exc).__name__}: {exc}"
+            where = _blame(exc, job)
+            what = f"{type(exc).__name__}: {exc}"
+            line = f"not the candidate's fault: {where} raised {what}" if where else f"internal error: {what}"
             traceback.print_exc()
             payload = {"internal_error": line[:400], "tainted": True}
         progress.stage("health")
@@ -107,6 +109,34 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         beat.send("result", payload)
         if payload["tainted"]:
             return
+
+
+def _blame(exc: BaseException, job: Any) -> str:
+    """Which file that is not the candidate's raised ``exc``: the reference file, a FlashInfer-Bench
+    definition's reference or a contract, named by the innermost of its frames; "" when the
+    candidate's own file comes first (or no such file is in the traceback)."""
+    from pathlib import Path
+
+    from nodice.references import is_reference_task, parse_task_name
+
+    candidate = Path(getattr(job, "path", "")).resolve()
+    task = str(getattr(job, "task", ""))
+    reference = parse_task_name(task).path.resolve() if is_reference_task(task) else None
+    contracts = {Path(c).resolve() for c in getattr(job, "contracts", ())}
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.endswith(".reference>"):  # compiled from a definition's "reference" field
+            return f"the definition's reference (line {frame.lineno})"
+        if name.startswith("<"):
+            continue
+        path = Path(name).resolve()
+        if path == candidate:
+            return ""
+        if path == reference:
+            return f"the reference {path.name}:{frame.lineno}"
+        if path in contracts:
+            return f"the contract {path.name}:{frame.lineno}"
+    return ""
 
 
 def main(argv: list[str]) -> int:

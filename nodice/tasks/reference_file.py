@@ -318,6 +318,8 @@ def read_reference(path: str | Path, batch_axis: int | ReferenceSpec = 0) -> Ref
     )
     meta = _meta_inputs(module.get_inputs)
     full = None if meta is None else _batch_of(meta, batch_axis)
+    if full == 0:
+        raise ReferenceFileError(f"{p.name}: get_inputs() gives a batch of 0 samples (axis {batch_axis})")
     get_inputs, shrunk = _shrink(p, module, spec, meta, full)
     if meta is not None and full is not None:
         # The size one call will take, checked before it is taken (slicing draws the full batch first).
