@@ -232,3 +232,36 @@ def test_a_definition_whose_reference_raises_does_not_blame_the_solution(tmp_pat
     assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
     assert "not the candidate's fault: the definition's reference (line" in proc.stderr
     assert "raised ValueError: reference broke" in proc.stderr and "kernel crashed" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["check", str(SEED), "--task", "rmsnorm", "--bogus"], "usage: No such option: --bogus"),
+        (
+            ["check", str(SEED), "--task", "rmsnorm", "--timeout", "abc"],
+            "usage: Invalid value for '--timeout'",
+        ),
+        (["tasks", "rmsnorm"], "usage: Got unexpected extra argument(s) (rmsnorm)"),
+        (["audit"], "usage: Invalid value: give files, folders, dotted callables or --baseline NAME"),
+    ],
+)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_what_the_parser_refuses_is_one_line_and_json_under_json(
+    args: list[str], expected: str, as_json: bool
+) -> None:
+    proc = run_cli(*args, *(["--json"] if as_json else []))
+    _one_line_error(proc, expected)
+    assert "--help`)" in proc.stderr  # where to look
+    if as_json:
+        payload = json.loads(proc.stdout)
+        assert payload["verdict"] == "error" and payload["exit_code"] == 2 and expected in payload["error"]
+    else:
+        assert proc.stdout == ""
+
+
+def test_help_and_no_arguments_still_show_the_help() -> None:
+    proc = run_cli("check", "--help")
+    assert proc.returncode == 0 and "--reference" in proc.stdout
+    proc = run_cli()
+    assert proc.returncode == 2 and "Usage:" in proc.stdout + proc.stderr and "check" in proc.stdout

@@ -8,6 +8,7 @@ stays fast. Failures end in :func:`nodice.cli.common.fail`: one line, one exit c
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -27,7 +28,32 @@ for _group in (check, catalog, evolve, run, mcp, bench, audit, export):
 
 def main() -> None:
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(EXIT_ERROR)
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `nodice` alone, `nodice bench`: the help
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(EXIT_ERROR)
+        # An option or argument the parser refused: one line (and the one JSON object under --json),
+        # as every other error, rather than the parser's framed box.
+        _usage_error(exc)
     except NodiceError as exc:  # pragma: no cover - commands handle their own
         print(exc.line(), file=sys.stderr)
         sys.exit(EXIT_ERROR)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_error(exc: Exception) -> NoReturn:
+    import json
+
+    formatted = getattr(exc, "format_message", None)
+    message = " ".join((formatted() if callable(formatted) else str(exc)).split())
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    line = f"usage: {message}{where}"
+    if "--json" in sys.argv[1:]:
+        print(json.dumps({"verdict": "error", "error": line, "reason": line, "exit_code": EXIT_ERROR}))
+    print(line, file=sys.stderr)
+    sys.exit(EXIT_ERROR)
