@@ -265,3 +265,8 @@ def test_help_and_no_arguments_still_show_the_help() -> None:
     assert proc.returncode == 0 and "--reference" in proc.stdout
     proc = run_cli()
     assert proc.returncode == 2 and "Usage:" in proc.stdout + proc.stderr and "check" in proc.stdout
+
+
+def test_a_folder_given_as_the_candidate_is_named_a_folder(tmp_path: Path) -> None:
+    proc = run_cli("check", str(tmp_path), "--task", "rmsnorm", "--device", "cpu")
+    _one_line_error(proc, f"cannot load candidate: a folder, not a file: {tmp_path}")

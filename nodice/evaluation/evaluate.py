@@ -176,7 +176,8 @@ class Evaluator:
         source, sha = _read(p)
         if not p.is_file():
             # Nothing to run: spare the worker (and the start-up of an isolated one).
-            outcome = JobOutcome(None, f"cannot load candidate: no such file: {p}")
+            why = "a folder, not a file" if p.is_dir() else "no such file"
+            outcome = JobOutcome(None, f"cannot load candidate: {why}: {p}")
         else:
             outcome = self.executor.run(request)
         check, scores, timings = self._unpack(outcome, candidate, request.task)

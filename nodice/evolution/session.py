@@ -229,7 +229,9 @@ class RunSession:
         if left is not None and left - len(self._pending) - self.run.evaluations_in_flight() <= 0:
             raise BudgetExhausted(f"all {self.config.budget} evaluations of the budget are spent")
         if KERNEL_FILE not in c.files:
-            raise NodiceError(f"the workspace has no {KERNEL_FILE}")
+            kernel = self.run.workspace / KERNEL_FILE
+            why = "is not UTF-8 text" if kernel.is_file() else "is missing"
+            raise NodiceError(f"the workspace's {KERNEL_FILE} {why}")
         self.check_comparable()
         if self.on_evaluation_start is not None:
             self.on_evaluation_start(c.label or "edit")
