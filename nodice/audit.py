@@ -91,6 +91,11 @@ def audit_callable(name: str, task: str | None, device: str | None, seed: int) -
     task_name, adapt = ADAPTERS.get(name, (task or "", _plain))
     task_name = task or task_name
     if not task_name:
+        # A name that does not import says so first; one that does needs the task it implements.
+        try:
+            resolve_callable(name)
+        except NodiceError as exc:
+            return AuditRow(name, "", "error", "", exc.line())
         return AuditRow(name, "", "error", "", "unknown calling convention: pass --task")
     try:
         fn = adapt(resolve_callable(name))
@@ -162,6 +167,9 @@ def audit_file(
 ) -> AuditRow:
     from nodice.evaluation.sandbox import check_isolated
 
+    if not path.is_file():
+        why = "a folder, not a file" if path.is_dir() else "no such file"
+        return AuditRow(str(path), task or "", "error", "", f"{why}: {path}")
     task_name, entry = _task_of(path, task)
     if task_name is None:
         return AuditRow(str(path), "", "error", "", "cannot tell the task: pass --task or --reference REF.py")

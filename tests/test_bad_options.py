@@ -270,3 +270,19 @@ def test_help_and_no_arguments_still_show_the_help() -> None:
 def test_a_folder_given_as_the_candidate_is_named_a_folder(tmp_path: Path) -> None:
     proc = run_cli("check", str(tmp_path), "--task", "rmsnorm", "--device", "cpu")
     _one_line_error(proc, f"cannot load candidate: a folder, not a file: {tmp_path}")
+
+
+def test_audit_names_a_missing_file_and_a_name_that_does_not_import(tmp_path: Path) -> None:
+    missing = tmp_path / "nofile.py"
+    proc = run_cli("audit", str(missing), "torch.nn.functional.nonexistent", "--device", "cpu", "--json")
+    rows = {r["target"]: r for r in json.loads(proc.stdout)}
+    assert rows[str(missing)]["detail"] == f"no such file: {missing}"
+    assert (
+        "cannot import torch.nn.functional.nonexistent" in rows["torch.nn.functional.nonexistent"]["detail"]
+    )
+    assert proc.returncode == 2
+
+
+def test_the_seeds_diff_says_there_is_nothing_before_it(finished_run: Path) -> None:
+    proc = run_cli("run", "show", "0", "--diff", "--run-dir", str(finished_run))
+    assert proc.returncode == 0 and "v0 is the seed: no earlier version to compare with" in proc.stdout

@@ -249,6 +249,8 @@ class AgentTools:
         if v is None:
             return f"error: no version v{version} (have {sorted(versions)})"
         if diff:
+            if v.parent_version is None and v.version == min(versions):
+                return f"(v{v.version} is the seed: no earlier version to compare with)"
             before = versions.get(v.parent_version) if v.parent_version is not None else None
             base = before.sha if before else self.session.lineage.root_commit()
             return self.session.lineage.diff(base, v.sha) or "(no change in the workspace)"
