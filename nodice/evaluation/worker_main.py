@@ -99,6 +99,9 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
             where = _blame(exc, job)
             what = f"{type(exc).__name__}: {exc}"
             line = f"not the candidate's fault: {where} raised {what}" if where else f"internal error: {what}"
+            if where is None and _out_of_memory(exc):
+                # No file of the candidate's (or anyone's) on the stack: the task's own inputs did not fit.
+                line = f"out of memory preparing the task's inputs, not in the candidate: {what}"
             traceback.print_exc()
             payload = {"internal_error": line[:400], "tainted": True}
         progress.stage("health")
@@ -111,10 +114,10 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
             return
 
 
-def _blame(exc: BaseException, job: Any) -> str:
+def _blame(exc: BaseException, job: Any) -> str | None:
     """Which file that is not the candidate's raised ``exc``: the reference file, a FlashInfer-Bench
     definition's reference or a contract, named by the innermost of its frames; "" when the
-    candidate's own file comes first (or no such file is in the traceback)."""
+    candidate's own file comes first; None when none of these files is in the traceback."""
     from pathlib import Path
 
     from nodice.references import is_reference_task, parse_task_name
@@ -136,7 +139,12 @@ def _blame(exc: BaseException, job: Any) -> str:
             return f"the reference {path.name}:{frame.lineno}"
         if path in contracts:
             return f"the contract {path.name}:{frame.lineno}"
-    return ""
+    return None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text
 
 
 def main(argv: list[str]) -> int:
