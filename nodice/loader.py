@@ -109,9 +109,37 @@ def check_source(path: str | Path, entry: str) -> str:
     source = read_source(p)
     _compile(source, p)
     dynamic = any(marker in source for marker in _DYNAMIC_BINDING)
-    if not dynamic and not _binds_at_top_level(ast.parse(source), entry):
+    tree = ast.parse(source)
+    if not dynamic and not _binds_at_top_level(tree, entry):
         raise EntryPointError(f"{p.name} defines no '{entry}'")
+    if not dynamic and _literal_only(tree, entry):
+        raise EntryPointError(f"'{entry}' in {p.name} is not callable")
     return source
+
+
+def _binding_of(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` binds ``name`` (a def, a class, an import or a store)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name == name
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
+    return isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
+
+
+def _literal_only(tree: ast.Module, name: str) -> bool:
+    """Whether every binding of ``name`` anywhere in the file is ``name = <literal>`` (a number, a
+    string, None): an entry point no call can run."""
+    bindings = [node for node in ast.walk(tree) if _binding_of(node, name)]
+    if not bindings or not all(isinstance(b, ast.Name) for b in bindings):
+        return False
+    stores = {id(b) for b in bindings}
+    assigned = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(id(t) in stores for t in node.targets)
+    ]
+    # Every store is a plain assignment of a literal (not a tuple target, a loop variable, a walrus).
+    return len(assigned) == len(bindings) and all(isinstance(a.value, ast.Constant) for a in assigned)
 
 
 def _where(exc: BaseException, path: Path) -> str:

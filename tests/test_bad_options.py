@@ -76,6 +76,7 @@ def test_a_trace_file_that_cannot_be_written_is_refused_before_the_gate(tmp_path
         ("def kernel(x, weight, eps)\n    return x\n", "syntax error in cand.py:1"),
         ("", "cand.py defines no 'kernel'"),
         ("import torch\n\ndef other(x, weight, eps):\n    return x\n", "cand.py defines no 'kernel'"),
+        ("kernel = 42\n", "'kernel' in cand.py is not callable"),
     ],
 )
 @pytest.mark.parametrize("mode", [[], ["--static-only"]])
@@ -97,6 +98,8 @@ def test_a_file_that_cannot_be_judged_is_refused_in_every_mode(
         "    kernel = lambda x, w, e: x.clone()\n",
         "import torch\ndef _setup():\n    global kernel\n    kernel = lambda x, w, e: x.clone()\n_setup()\n",
         "from torch import clone as kernel\n",
+        # A literal first, the function after it: the last binding is what runs.
+        "kernel = None\n\ndef kernel(x, weight, eps):\n    return x.clone()\n",
     ],
 )
 def test_entry_points_bound_in_blocks_or_dynamically_are_not_refused(tmp_path: Path, source: str) -> None:
@@ -286,3 +289,8 @@ def test_audit_names_a_missing_file_and_a_name_that_does_not_import(tmp_path: Pa
 def test_the_seeds_diff_says_there_is_nothing_before_it(finished_run: Path) -> None:
     proc = run_cli("run", "show", "0", "--diff", "--run-dir", str(finished_run))
     assert proc.returncode == 0 and "v0 is the seed: no earlier version to compare with" in proc.stdout
+
+
+def test_compare_refuses_one_run_given_twice(finished_run: Path) -> None:
+    proc = run_cli("compare", str(finished_run), str(finished_run / "."))
+    _one_line_error(proc, "is given as both runs: compare two different runs")

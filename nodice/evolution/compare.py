@@ -237,6 +237,8 @@ def compare_runs(
     evaluator: Evaluator | None = None,
 ) -> Comparison:
     """The three figures of run A against run B (A BI-aware, B vanilla for the usual reading)."""
+    if Path(path_a).resolve() == Path(path_b).resolve():
+        raise CompareError(f"{path_a} is given as both runs: compare two different runs")
     run_a, config_a, versions_a = open_run(path_a)
     run_b, config_b, versions_b = open_run(path_b)
     if config_a.task != config_b.task:
