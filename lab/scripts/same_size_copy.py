@@ -25,7 +25,7 @@ from nodice.kernels import bundled_kernel
 from nodice.loader import load_kernel
 from nodice.measuring.baselines import load_baselines
 from nodice.measuring.ceilings import ceilings_for
-from nodice.measuring.throughput import timed_call
+from nodice.measuring.throughput import same_size_copy_gbps, timed_call
 from nodice.measuring.timing import time_cuda
 from nodice.tasks import get_task
 
@@ -68,11 +68,8 @@ def main() -> None:
                     row[name] = f"error: {type(exc).__name__}"
                     continue
                 row[name] = round(nbytes / (ms * 1e-3) / 1e9 / copy_gbps, 4)
-            src = torch.empty(int(nbytes) // 2, dtype=torch.uint8, device=dev).random_(0, 255)
-            dst = torch.empty_like(src)
-            ms = time_cuda(dst.copy_, (src,)).ms
-            row["same-size copy"] = round(2 * (int(nbytes) // 2) / (ms * 1e-3) / 1e9 / copy_gbps, 4)
-            del src, dst, inputs
+            row["same-size copy"] = round(same_size_copy_gbps(nbytes, dev) / copy_gbps, 4)
+            del inputs
             torch.cuda.empty_cache()
             torch.cuda._sleep(200_000_000)  # about 0.1 s of a busy GPU before the next workload's timings
             torch.cuda.synchronize()

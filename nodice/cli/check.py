@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from nodice.cli.common import VERDICT_STYLE, err, fail, out
+from nodice.cli.common import VERDICT_STYLE, err, fail, out, seconds_problem
 from nodice.errors import NodiceError
 from nodice.evaluation.request import EvaluationRequest
 from nodice.gate.result import CheckResult
@@ -223,13 +223,12 @@ def _option_problem(
     trace: Path | None,
 ) -> str:
     """What is wrong with the options that take a value nodice cannot use ("" when nothing is)."""
-    import math
-
     if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
         return f"--seed must be between 0 and 2**63 - 1, not {seed}"
     if timeout is not None:
-        if not (math.isfinite(timeout) and timeout > 0):
-            return f"--timeout must be a positive number of seconds, not {timeout}"
+        problem = seconds_problem("--timeout", timeout)
+        if problem:
+            return problem
         if not sandbox and not static_only:
             return "--timeout needs the sandbox (--no-sandbox runs the candidate without limits): drop one"
     for option, path in (("--store", store), ("--trace", trace)):

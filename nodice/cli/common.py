@@ -29,6 +29,15 @@ VERDICT_STYLE = {
 DeviceOpt = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")]
 
 
+def seconds_problem(option: str, seconds: float | None) -> str:
+    """Why ``seconds`` cannot be a limit (not a finite positive number), or "" (also when not given)."""
+    import math
+
+    if seconds is None or (math.isfinite(seconds) and seconds > 0):
+        return ""
+    return f"{option} must be a positive number of seconds, not {seconds}"
+
+
 def fail(message: str, code: int = EXIT_ERROR, json_object: dict[str, Any] | None = None) -> NoReturn:
     """One line on stderr (never wrapped: it may be a file) and the exit code: the CLI's only error path.
     ``json_object`` (a command run with ``--json``) is printed on stdout first."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nodice.cli.common import fail, out
+from nodice.cli.common import fail, out, seconds_problem
 from nodice.errors import NodiceError
 
 
@@ -197,15 +197,11 @@ def _budget_problem(
     budget: int | None, time_budget: float | None, stagnation: int | None, launch_timeout: float | None
 ) -> str:
     """What is wrong with the run's limits ("" when nothing is): counts of 1 or more, finite seconds."""
-    import math
-
     for option, count in (("--budget", budget), ("--stagnation", stagnation)):
         if count is not None and count < 1:
             return f"{option} must be 1 or more, not {count}"
-    for option, seconds in (("--time-budget", time_budget), ("--launch-timeout", launch_timeout)):
-        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-            return f"{option} must be a positive number of seconds, not {seconds}"
-    return ""
+    time_problem = seconds_problem("--time-budget", time_budget)
+    return time_problem or seconds_problem("--launch-timeout", launch_timeout)
 
 
 def _write_report(run_dir: Path) -> None:
