@@ -34,6 +34,19 @@ def tiny() -> Iterator[tuple[Any, nt.Integration]]:
     integ.suspend()
 
 
+@pytest.fixture(scope="module")
+def alone_unpadded(tiny: tuple[Any, nt.Integration]) -> dict[bool, dict[str, Any]]:
+    """Each request of the padded-steps test alone, greedy and sampled, on unpadded inputs: the
+    bits a padded batch must reproduce (computed once for both padding settings)."""
+    model, integ = tiny
+    reqs = requests(TINY.mix, 3, TINY.shape.vocab, seed=7, shared_prompt=False)
+    alone: dict[bool, dict[str, Any]] = {False: {}, True: {}}
+    for do_sample in (False, True):
+        for r in reqs:
+            alone[do_sample].update(_run(model, integ, [r], TINY.schedules[0], do_sample=do_sample)[0])
+    return alone
+
+
 def _run(model: Any, integ: nt.Integration, reqs: list[Request], schedule: Schedule, **kw: Any) -> Any:
     integ.resume()  # this module's kernels, whatever another test enabled since
     integ.kernels.stats.clear()
@@ -82,18 +95,18 @@ def test_the_config_graphs_decode_steps_only_and_keeps_the_fast_path_for_nodice(
 
 @pytest.mark.parametrize("intervals", [(1, 1), (0, 0)], ids=["nodice-intervals", "transformers-intervals"])
 def test_padded_steps_give_every_request_its_bits_alone(
-    tiny: tuple[Any, nt.Integration], monkeypatch: pytest.MonkeyPatch, intervals: tuple[int, int]
+    tiny: tuple[Any, nt.Integration],
+    alone_unpadded: dict[bool, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    intervals: tuple[int, int],
 ) -> None:
     # Padded inputs: empty sequences after the scheduled ones (and, with transformers' own
     # intervals, padding tokens after the real ones and a read index padded with the trash slot);
-    # decode steps padded to a power of two, the padding requests of length 0.
+    # decode steps padded to a power of two, the padding requests of length 0. Each request alone
+    # ran on unpadded inputs.
     model, integ = tiny
     reqs = requests(TINY.mix, 3, TINY.shape.vocab, seed=7, shared_prompt=False)
     wide = TINY.schedules[0]
-    alone = {}
-    for r in reqs:
-        out, _ = _run(model, integ, [r], wide)
-        alone.update(out)
     _padded(monkeypatch)
     q_pad, kv_pad = intervals
     if q_pad:  # nodice's own setting on CUDA; 0: transformers' defaults (64 query, 16384 key tokens)
@@ -104,10 +117,7 @@ def test_padded_steps_give_every_request_its_bits_alone(
 
         monkeypatch.setattr(e2e, "continuous_batching_config", config)
     for do_sample in (False, True):
-        if do_sample:
-            alone = {}
-            for r in reqs:
-                alone.update(_run(model, integ, [r], wide, do_sample=True)[0])
+        alone = alone_unpadded[do_sample]
         batched, routed = _run(model, integ, reqs, wide, do_sample=do_sample)
         assert routed.get("decode_table", 0) > 0 and routed.get("prefill", 0) > 0
         if do_sample:
