@@ -8,6 +8,8 @@
 #   STEP=3  native solutions through the whole gate (lab/scripts/gpu_native.sh; carry .whl-fib)
 #   STEP=5  the same, and nothing at all on another card (a try for an H200 that costs little)
 #   STEP=6  STEP=1 on an H200, nothing on another card
+#   STEP=7  STEP=1 on an H200; on another card attention_decode's settings in DECODE_ARGS
+#           (lab/scripts/decode_settings.py arguments: --setting …, --workload …)
 # On an H100 (the H200 steps' H100 numbers exist already):
 #   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
 #   other     the knob search on the kernels whose bandwidth targets are open (decode, the norms;
@@ -35,6 +37,12 @@ case "$gpu:${STEP:-1}" in
       lab/scripts/gpu_e2e.sh ;;
   *H200*:3|*H200*:5)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
+  *H200*:7)
+    STEP=1 exec "$0" ;;
+  *:7)
+    BUDGET=${BUDGET:-560} bench/gpu/run_many.sh \
+      "decode=${DECODE_SECONDS:-540}=python3 lab/scripts/decode_settings.py --json \$RUN/decode_settings.json ${DECODE_ARGS:-}"
+    cat "$OUT/run_many.log"; tail -60 "$OUT/decode/log" 2>/dev/null ;;
   *:5|*:6)
     echo "STEP=${STEP} runs on an H200 only; this card is $gpu: nothing run" ;;
   *:3|*:4)
