@@ -174,8 +174,9 @@ def test_a_damaged_journal_is_one_line_in_every_command(finished_run: Path, tmp_
 def test_a_state_cache_that_is_not_an_object_is_rebuilt(finished_run: Path, tmp_path: Path) -> None:
     run = _copy(finished_run, tmp_path)
     (run / "state.json").write_text("[1, 2]\n")
+    # The budget already spent: the resumed run rebuilds the cache from the journal and stops.
     proc = run_cli(
-        "evolve", "rmsnorm", "--device", "cpu", "--budget", "2", "--run-dir", str(run), "--no-report"
+        "evolve", "rmsnorm", "--device", "cpu", "--budget", "1", "--run-dir", str(run), "--no-report"
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert isinstance(json.loads((run / "state.json").read_text()), dict)

@@ -18,7 +18,8 @@ VARIANTS = sorted(p for p in EXAMPLES.glob("*.py") if p.stem != "seed")
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One problem seed per task (the tasks alternate 0 and 1); every other gate test draws its own.
+@pytest.mark.parametrize("seed", [1])
 def test_seed_is_correct_and_batch_invariant(seed: int) -> None:
     r = check(SEED, "add_rmsnorm", device="cpu", seed=seed)
     assert r.verdict == "pass", r.reason

@@ -71,7 +71,8 @@ def test_reference_follows_the_block_table() -> None:
         assert torch.equal(out[i], expected)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One problem seed per task (the tasks alternate 0 and 1); every other gate test draws its own.
+@pytest.mark.parametrize("seed", [0])
 def test_seed_is_correct_and_batch_invariant(seed: int) -> None:
     r = check(SEED, TASK, device="cpu", seed=seed)
     assert r.verdict == "pass", r.reason

@@ -69,7 +69,8 @@ def test_workloads_are_qwen3_next_shapes() -> None:
     assert task.flops(longest) == 7.0 * p["B"] * p["T"] * p["Hh"] * 128 * 128
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One problem seed per task (the tasks alternate 0 and 1); every other gate test draws its own.
+@pytest.mark.parametrize("seed", [0])
 def test_seed_passes_correctness_and_dynamic_validation(seed: int) -> None:
     r = check(GDN / "seed.py", "gdn", device="cpu", seed=seed, static=False)
     assert r.verdict == "pass", r.reason

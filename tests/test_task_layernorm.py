@@ -28,7 +28,8 @@ def test_is_in_the_catalog_with_its_signature() -> None:
     assert task.family == "normalization" and task.unit == "GB/s" and task.arity == 4
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One problem seed per task (the tasks alternate 0 and 1); every other gate test draws its own.
+@pytest.mark.parametrize("seed", [0])
 def test_seed_is_correct_and_batch_invariant(seed: int) -> None:
     r = check(SEED, TASK, device="cpu", seed=seed)
     assert r.verdict == "pass", r.reason

@@ -78,7 +78,8 @@ def test_workloads_are_real_moe_shapes_with_honest_counts() -> None:
     assert expected_active_experts(4096, 128, 8) == pytest.approx(128)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One problem seed per task (the tasks alternate 0 and 1); every other gate test draws its own.
+@pytest.mark.parametrize("seed", [1])
 def test_seed_passes_correctness_and_dynamic_validation(seed: int) -> None:
     r = check(MOE / "seed.py", "moe", device="cpu", seed=seed, static=False)
     assert r.verdict == "pass", r.reason

@@ -70,7 +70,8 @@ def test_rule_violation_names_the_request() -> None:
     assert "request 1" in rule_violation(logits, *params, torch.tensor([1, 2]))
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+# One problem seed per task (the tasks alternate 0 and 1); every other gate test draws its own.
+@pytest.mark.parametrize("seed", [0])
 def test_seed_passes_correctness_and_dynamic_validation(seed: int) -> None:
     r = check(SAMPLING / "seed.py", "sampling", device="cpu", seed=seed, static=False)
     assert r.verdict == "pass", r.reason

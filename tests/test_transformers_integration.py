@@ -41,6 +41,8 @@ def test_bench_e2e_alone_equals_batched_bitwise_under_every_schedule(tmp_path: P
         "1",
         "--requests",
         "3",
+        "--control-requests",
+        "2",
         "--phase",
         "invariance",
         "-b",
@@ -233,35 +235,6 @@ def test_moe_blocks_the_kernel_does_not_cover_stay_the_models_own_and_say_why() 
             integ.suspend()
 
 
-def test_requests_alone_are_kept_across_runs_and_only_the_missing_ones_run(tmp_path: Path) -> None:
-    # A long invariance run over several time-limited calls: the second run reads what the first
-    # ran alone, runs only the request whose outcome was lost, and compares the same way.
-    alone_dir = tmp_path / "alone"
-    args = ["bench", "e2e", "--preset", "tiny", "--layers", "1", "--requests", "2", "--phase", "invariance"]
-    args += ["-b", "nodice", "--no-sample", "--no-verify", "--alone-dir", str(alone_dir)]
-    first = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "1.json")])
-    assert first.exit_code == 0, first.output
-    stored = json.loads((alone_dir / "alone-nodice.json").read_text())
-    assert len(stored["outcomes"]) == 2 and stored["key"]["backend"] == "nodice"
-    lost = sorted(stored["outcomes"])[0]
-    kept = {rid: o for rid, o in stored["outcomes"].items() if rid != lost}
-    (alone_dir / "alone-nodice.json").write_text(json.dumps({"key": stored["key"], "outcomes": kept}))
-    second = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "2.json")])
-    assert second.exit_code == 0, second.output
-    assert "1 of 2 requests read from" in second.output and "1 to run" in second.output
-    assert json.loads((alone_dir / "alone-nodice.json").read_text())["outcomes"] == stored["outcomes"]
-    one, two = (json.loads((tmp_path / f"{i}.json").read_text())["invariance"]["nodice"] for i in (1, 2))
-    assert one == two and all(c["logit_mismatches"] == 0 for c in two["schedules"].values())
-    # A file where the folder should be is one line and exit 2, before any model is built.
-    bad = CliRunner().invoke(app, [*args[:-1], str(alone_dir / "alone-nodice.json")])
-    assert bad.exit_code == 2 and "not a folder" in bad.output
-    # Other settings (another seed: other requests) never read that file.
-    from nodice.integrations.transformers.e2e import AloneStore
-
-    assert AloneStore(alone_dir / "alone-nodice.json", {**stored["key"], "seed": 1}).outcomes == {}
-    assert len(AloneStore(alone_dir / "alone-nodice.json", stored["key"]).outcomes) == 2
-
-
 def test_the_stock_cuda_graph_reference_asks_transformers_for_graphs_and_reports_what_ran() -> None:
     """``paged|sdpa+cuda-graphs`` is paged|sdpa with ``use_cuda_graph`` forced on (transformers leaves
     it off where a mask is needed): a speed reference on a GPU. The report says which paths ran as
@@ -285,9 +258,13 @@ def test_the_stock_cuda_graph_reference_asks_transformers_for_graphs_and_reports
     assert row["cuda_graphs"] == [False, False]
 
 
-def test_processes_share_the_requests_alone_by_shard_and_a_later_run_reads_them_all(tmp_path: Path) -> None:
+def test_requests_alone_are_shared_by_shard_kept_across_runs_and_only_the_missing_ones_run(
+    tmp_path: Path,
+) -> None:
     # On a GPU the requests alone (one per forward pass) are launch-bound: N processes each run a
-    # share, then one run reads every shard and runs only the schedules.
+    # share, then one run reads every shard and runs only the schedules. A long invariance run over
+    # several time-limited calls: a later run reads what the earlier ones ran alone, runs only the
+    # request whose outcome was lost, and compares the same way.
     alone_dir = tmp_path / "alone"
     args = ["bench", "e2e", "--preset", "tiny", "--layers", "1", "--requests", "3", "--phase", "invariance"]
     args += ["-b", "nodice", "--no-sample", "--no-verify", "--alone-dir", str(alone_dir)]
@@ -304,9 +281,33 @@ def test_processes_share_the_requests_alone_by_shard_and_a_later_run_reads_them_
     whole = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "all.json")])
     assert whole.exit_code == 0, whole.output
     assert "3 of 3 requests read from" in whole.output and "0 to run" in whole.output
-    schedules = json.loads((tmp_path / "all.json").read_text())["invariance"]["nodice"]["schedules"]
+    first = json.loads((tmp_path / "all.json").read_text())["invariance"]["nodice"]
+    schedules = first["schedules"]
     assert len(schedules) >= 3
     assert all(c["token_mismatches"] == c["logit_mismatches"] == c["errors"] == 0 for c in schedules.values())
+
+    # One outcome lost from every file: the next run reads the other two and runs that one alone.
+    stored = json.loads((alone_dir / "alone-nodice.shard-0-of-2.json").read_text())
+    assert len(stored["outcomes"]) == 2 and stored["key"]["backend"] == "nodice"
+    lost = sorted(stored["outcomes"])[0]
+    for f in alone_dir.iterdir():
+        data = json.loads(f.read_text())
+        data["outcomes"].pop(lost, None)
+        f.write_text(json.dumps(data))
+    again = CliRunner().invoke(app, [*args, "--json", str(tmp_path / "again.json")])
+    assert again.exit_code == 0, again.output
+    assert "2 of 3 requests read from" in again.output and "1 to run" in again.output
+    assert json.loads((tmp_path / "again.json").read_text())["invariance"]["nodice"] == first
+    from nodice.integrations.transformers.e2e import AloneStore
+
+    whole_file = alone_dir / "alone-nodice.json"
+    assert json.loads(whole_file.read_text())["outcomes"][lost] == stored["outcomes"][lost]  # the same bits
+    assert len(AloneStore(whole_file, stored["key"]).outcomes) == 3
+    # Other settings (another seed: other requests) never read those files.
+    assert AloneStore(whole_file, {**stored["key"], "seed": 1}).outcomes == {}
+    # A file where the folder should be is one line and exit 2, before any model is built.
+    bad = CliRunner().invoke(app, [*args[:-1], str(whole_file)])
+    assert bad.exit_code == 2 and "not a folder" in bad.output
     for bad, why in (("2/2", "expected I/N"), ("0/2 --phase tax", "--phase invariance alone")):
         extra = bad.split()
         out = CliRunner().invoke(app, [*args, "--alone-shard", *extra])
