@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodice.errors import CandidateLoadError, EntryPointError
+from nodice.gate import progress
 
 if TYPE_CHECKING:
     import torch
@@ -170,10 +171,11 @@ def import_file(path: str | Path, prefix: str) -> tuple[Path, str, Any]:
     except SystemExit as exc:
         raise CandidateLoadError(f"{p.name} called exit({exc.code}) while importing") from None
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, KeyboardInterrupt) and not progress.interrupts_are_raised():
             raise
         raise CandidateLoadError(
-            f"importing {p.name} failed at {_where(exc, p)}: {type(exc).__name__}: {exc}"
+            f"importing {p.name} failed at {_where(exc, p)}: {type(exc).__name__}"
+            + (f": {exc}" if str(exc) else "")
         ) from None
     finally:
         if sys.path and sys.path[0] == folder:

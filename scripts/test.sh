@@ -15,7 +15,7 @@ trap 'rm -f "$mypy_log"' EXIT
 .venv/bin/mypy nodice >"$mypy_log" 2>&1 &
 mypy_pid=$!
 status=0
-.venv/bin/python -m pytest -q -n "${NODICE_TEST_WORKERS:-2}" --durations=15 "$@" || status=$?
+.venv/bin/python -m pytest -q -n "${NODICE_TEST_WORKERS:-2}" --dist worksteal --durations=15 "$@" || status=$?
 wait "$mypy_pid" || status=1
 cat "$mypy_log"
 exit "$status"

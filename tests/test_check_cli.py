@@ -34,7 +34,17 @@ BAD_INPUTS = {
         "import ctypes\n\ndef kernel(x, weight, eps):\n    return ctypes.string_at(0)\n",
         "worker killed by SIGSEGV",
     ),
-    "exits": ("import os\n\ndef kernel(x, weight, eps):\n    os._exit(3)\n", "exited with status 3"),
+    # Status 0 from a process that never reported: ended from inside, and where.
+    "exits": (
+        "import os\n\ndef kernel(x, weight, eps):\n    os._exit(0)\n",
+        "worker exited with status 0 in the anti-cheat probes before reporting (the process was ended "
+        "from inside: os._exit",
+    ),
+    # A sandboxed worker is out of a terminal's reach: the interrupt is the kernel's own, a crash.
+    "interrupts": (
+        "def kernel(x, weight, eps):\n    raise KeyboardInterrupt\n",
+        "KeyboardInterrupt at cand.py:2",
+    ),
     "wrong_shape": (
         GOOD_KERNEL.replace("return (", "return (") + "\n_k = kernel\n"
         "def kernel(x, weight, eps):\n    return _k(x, weight, eps)[:, :-1]\n",

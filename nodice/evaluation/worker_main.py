@@ -71,6 +71,7 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         library_call.install_reference_tripwire(task)
     beat = Heartbeat(conn)
     beat.install()  # before the snapshot: the hooks are part of the harness
+    progress.mark_sandboxed()
     import_ms = (time.perf_counter() - t0) * 1e3
     pristine = HarnessSnapshot.take()
     threads_at_start = threading.active_count()
@@ -93,9 +94,8 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         try:
             with capped_output():  # printing beyond the cap costs the candidate nothing
                 payload = run_job(job, device)
-        except BaseException as exc:  # a harness bug must still produce an answer
-            if isinstance(exc, KeyboardInterrupt):
-                raise
+        except BaseException as exc:  # a harness bug must still produce an answer (and a
+            # KeyboardInterrupt here is code's: the worker is in a session of its own)
             where = _blame(exc, job)
             what = f"{type(exc).__name__}: {exc}"
             line = f"not the candidate's fault: {where} raised {what}" if where else f"internal error: {what}"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodice.errors import DeviceError, NodiceError
-from nodice.evaluation.budgets import Budgets
+from nodice.evaluation.budgets import Budgets, stage_name
 from nodice.evaluation.clock import JobClock, StartupClock, compiler_running, run_delay_s
 from nodice.evaluation.forkserver import (
     ADDRESS_VARIABLE,
@@ -196,7 +196,7 @@ class WorkerProcess:
                         return JobOutcome(payload, log=self.output.text())
                     clock.note(kind, payload, time.monotonic())
             if self.proc.poll() is not None:
-                return self._ended(self._death())
+                return self._ended(self._death(clock))
             rss = resident_mb(self.proc.pid)
             if rss > limit_mb:
                 self.kill()
@@ -213,13 +213,16 @@ class WorkerProcess:
             os.kill(self.proc.pid, signal.SIGUSR1)
             self.output.drain(0.5)
 
-    def _death(self) -> str:
+    def _death(self, clock: JobClock | StartupClock | None = None) -> str:
         code = self.proc.returncode
+        where = f" in {stage_name(clock.stage)}" if isinstance(clock, JobClock) else ""
         if code is not None and code < 0:
             name = _signal_name(code)
             hint = " (out of memory?)" if name == "SIGKILL" else ""
-            return f"worker killed by {name}{hint}"
-        return f"worker exited with status {code} before reporting"
+            return f"worker killed by {name}{where}{hint}"
+        # sys.exit is caught where the candidate's code runs; an exit that is not an exception is not.
+        how = " (the process was ended from inside: os._exit or a native exit)" if code == 0 else ""
+        return f"worker exited with status {code}{where} before reporting{how}"
 
     def run(self, job: EvaluationRequest) -> JobOutcome:
         self.output.start_job()

@@ -77,10 +77,8 @@ def describe_exception(exc: BaseException, candidate: Path | None, limit: int | 
     first = text.splitlines()[0] if text else ""
     reason = getattr(exc, "error_message", None)
     msg = " ".join(str(reason).split()) if reason else first
-    described = f"{type(exc).__name__}{where}: {msg}"
+    described = f"{type(exc).__name__}{where}" + (f": {msg}" if msg else "")
     notes = "".join(f": {' '.join(str(n).split())}" for n in getattr(exc, "__notes__", ()) if str(n).strip())
-    if notes and not msg:
-        described = described.removesuffix(": ")
     if limit is not None:
         described = described[: max(0, limit - len(notes))]
     return described + notes
@@ -95,7 +93,11 @@ def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) 
         return out
     except SystemExit as exc:
         raise KernelCrashError(f"kernel called exit({exc.code})") from None
-    except (KeyboardInterrupt, NodiceError, CheatDetected):
+    except KeyboardInterrupt as exc:
+        if not progress.interrupts_are_raised():
+            raise  # the user's Ctrl-C (--no-sandbox)
+        raise KernelCrashError(describe_exception(exc, candidate, limit=400)) from None
+    except (NodiceError, CheatDetected):
         raise  # the harness's own verdicts (bad output, a guard's cheat) pass through unchanged
     except BaseException as exc:
         described = describe_exception(exc, candidate, limit=400)

@@ -137,7 +137,7 @@ class Guardian:
         except CheatDetected:
             raise
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, KeyboardInterrupt) and not progress.interrupts_are_raised():
                 raise
             raise _ProbeStop from None
         try:
