@@ -228,6 +228,37 @@ def attention_gluon(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
+def attention_varlen_gluon(keep: Path | None, sweep: bool) -> int:
+    """The ragged prefill candidate's per-tile Gluon forward at its tiles, bf16, causal or not."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    mod = _load("attention_varlen_gluon")
+    fn = mod._varlen_forward
+    fails = 0
+    for head_dim in sorted(mod._TILES, reverse=True):
+        block_n, stages = mod._TILES[head_dim]
+        for causal in (False, True):
+            sig = {
+                "q_ptr": "*bf16",
+                "k_ptr": "*bf16",
+                "v_ptr": "*bf16",
+                "o_ptr": "*bf16",
+                "cu_q_ptr": "*i32",
+                "cu_k_ptr": "*i32",
+                "qk_scale": "fp32",
+                "q_heads": "i32",
+                "group": "i32",
+            }
+            consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
+            for name in consts:
+                sig[name] = "constexpr"
+            attrs = {(i,): ALIGNED for i in range(6)}
+            src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            label = f"attention_varlen_gluon D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
+            fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
+    return fails
+
+
 def attention_persistent(keep: Path | None, sweep: bool) -> int:
     """The bundled kernel's persistent Gluon forward at its pinned tiles, bf16, host TMA descriptors
     over the flattened heads."""
@@ -455,6 +486,7 @@ CHECKS = {
     "attention_tma_ws": attention_tma_ws,
     "gemm_persistent_tma": gemm_persistent_tma,
     "attention_gluon": attention_gluon,
+    "attention_varlen_gluon": attention_varlen_gluon,
     "attention_persistent": attention_persistent,
     "gdn_chunked": gdn_chunked,
     "gemm_pointer_tiles": gemm_pointer_tiles,

@@ -9,6 +9,9 @@
 #   STEP=5  the same, and nothing at all on another card (a try for an H200 that costs little)
 #   STEP=6  STEP=1 on an H200, nothing on another card
 #   STEP=7  STEP=1 on an H200; on another card attention_decode's settings in DECODE_ARGS
+#   STEP=8  any card: the ragged prefill candidate (lab/candidates/attention_varlen_gluon.py) against
+#           the seed and an fp32 reference (lab/scripts/varlen_gpu.py), then the whole gate with its
+#           benchmark, then the bundled kernel's benchmark row by row in the same call
 #           (lab/scripts/decode_settings.py arguments: --setting …, --workload …)
 # On an H100 (the H200 steps' H100 numbers exist already):
 #   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
@@ -37,6 +40,12 @@ case "$gpu:${STEP:-1}" in
       lab/scripts/gpu_e2e.sh ;;
   *H200*:3|*H200*:5)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
+  *:8)
+    BUDGET=${BUDGET:-570} bench/gpu/run_many.sh \
+      "varlen_check=120=python3 lab/scripts/varlen_gpu.py --json \$RUN/varlen_gpu.json" \
+      "varlen_gate=300=python3 -m nodice check lab/candidates/attention_varlen_gluon.py --task attention_varlen --device cuda --bench --json --timeout 290 > \$RUN/check.json" \
+      "varlen_seed=140=python3 -m nodice bench kernels --device cuda --task attention_varlen --json \$RUN/kernels.json --markdown \$RUN/kernels.md"
+    cat "$OUT/run_many.log"; tail -30 "$OUT/varlen_check/log" 2>/dev/null; tail -5 "$OUT/varlen_gate/log" 2>/dev/null ;;
   *H200*:7)
     STEP=1 exec "$0" ;;
   *:7)
