@@ -12,6 +12,7 @@
 #   STEP=8  any card: the ragged prefill candidate (lab/candidates/attention_varlen_gluon.py) against
 #           the seed and an fp32 reference (lab/scripts/varlen_gpu.py), then the whole gate with its
 #           benchmark, then the bundled kernel's benchmark row by row in the same call
+#   STEP=9  STEP=1 on an H200, STEP=8 on another card
 #           (lab/scripts/decode_settings.py arguments: --setting …, --workload …)
 # On an H100 (the H200 steps' H100 numbers exist already):
 #   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
@@ -40,7 +41,9 @@ case "$gpu:${STEP:-1}" in
       lab/scripts/gpu_e2e.sh ;;
   *H200*:3|*H200*:5)
     BUDGET=${BUDGET:-560} lab/scripts/gpu_native.sh ;;
-  *:8)
+  *H200*:9)
+    STEP=1 exec "$0" ;;
+  *:8|*:9)
     BUDGET=${BUDGET:-570} bench/gpu/run_many.sh \
       "varlen_check=120=python3 lab/scripts/varlen_gpu.py --json \$RUN/varlen_gpu.json" \
       "varlen_gate=300=python3 -m nodice check lab/candidates/attention_varlen_gluon.py --task attention_varlen --device cuda --bench --json --timeout 290 > \$RUN/check.json" \
