@@ -125,6 +125,9 @@ def run_job(job: EvaluationRequest, device: torch.device) -> dict[str, Any]:
         if is_reference_task(job.task):
             progress.stage("reference")  # the reference file's import, get_inputs() and one Model call
         task = get_task(job.task)
+        fits = getattr(task, "check_fits", None)  # a FlashInfer-Bench definition's sizes against the device's
+        if fits is not None and (job.correctness or job.dynamic or job.bench):
+            fits(device)  # refused before any stage runs, when its inputs cannot be held
         source = read_source(path)
     except NodiceError as exc:
         return error_payload(job, device.type, exc)

@@ -29,7 +29,14 @@ import torch
 from nodice.errors import DefinitionError, EntryPointError
 from nodice.tasks.base import BIContext, Output, Problem, Task, Tolerance, Workload, signature_names
 from nodice.tasks.definition_adapters import ADAPTERS, Adapter, adapter_for
-from nodice.tasks.definition_sizes import definition_problem, definition_workload_inputs, pin_workloads
+from nodice.tasks.definition_sizes import (
+    definition_problem,
+    definition_workload_inputs,
+    input_sizes,
+    pin_workloads,
+    refuse_unless_fits,
+)
+from nodice.tasks.reference_file import device_memory
 
 PREFIX = "flashinfer:"
 _RETURNS_TAG = "#returns"
@@ -136,6 +143,8 @@ class _DefinitionTask:
         )
         # The coarsest floating dtype the definition's reference has returned (a bf16 output on CPU).
         self._reference_floor: torch.dtype | None = None
+        # The devices and workloads whose inputs were found to fit (each is checked once).
+        self._fits: set[str] = set()
 
     # ---- dtypes --------------------------------------------------------------------------------
     def dtype_for(self, device: torch.device) -> torch.dtype:
@@ -332,10 +341,47 @@ class _DefinitionTask:
 
         return run
 
+    # ---- memory: the definition's sizes against the device's, before anything is drawn ---------------
+    def check_fits(self, device: torch.device) -> None:
+        """Refuse (:class:`DefinitionError`, one line) a definition whose largest batch on ``device`` the
+        gate cannot hold: its inputs' bytes by arithmetic on the definition's axes, the batch axis at the
+        largest batch of the gate's correctness and invariance checks there. Every draw (:meth:`problem`)
+        checks first; the worker checks before any stage runs."""
+        key = str(device)
+        if key in self._fits:
+            return
+        batches: list[int] = self.correctness_batches(device)  # type: ignore[attr-defined]
+        batch = max([c.batch_size for c in self.contexts(device)] + batches)
+        self._refuse_unless_fits(
+            device, {self.adapter.batch_axis: batch}, f"the largest batch the gate draws on {device.type}"
+        )
+        self._fits.add(key)
+
+    def _check_workload_fits(self, workload: Workload, device: torch.device) -> None:
+        """As :meth:`check_fits`, for one benchmark workload: its variable axes are the workload's."""
+        key = f"{device}/{workload.name}/{sorted(workload.params.items())!r}"
+        if key in self._fits:
+            return
+        var_dims = self.adapter.var_dims
+        axes = {var_dims[k]: int(v) for k, v in workload.params.items() if k in var_dims}
+        self._refuse_unless_fits(device, axes, f"workload {workload.name} on {device.type}")
+        self._fits.add(key)
+
+    def _refuse_unless_fits(self, device: torch.device, var_values: dict[str, int], batch: str) -> None:
+        gate = self.dtype_for(device)
+
+        def held_in(declared: str) -> torch.dtype:  # as _definition_inputs converts them
+            return gate if declared == self.io_spec else _torch_dtype(declared)
+
+        sizes = input_sizes(self.definition, var_values, held_in)
+        available, where = device_memory(device)
+        refuse_unless_fits(self.definition.name, sizes, batch, available, where)
+
     # ---- sizes and contexts: the definition's const axes -------------------------------------------
     def problem(
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
     ) -> Problem:
+        self.check_fits(device)
         catalog = super().problem  # type: ignore[misc]
         return definition_problem(
             self.adapter.task, catalog, self.pinned, self.definition.name, gen, device, dtype, variant
@@ -344,6 +390,7 @@ class _DefinitionTask:
     def workload_inputs(
         self, workload: Workload, gen: torch.Generator, device: torch.device, dtype: torch.dtype
     ) -> tuple[Any, ...]:
+        self._check_workload_fits(workload, device)
         catalog = super().workload_inputs  # type: ignore[misc]
         return definition_workload_inputs(self.adapter.task, catalog, workload, gen, device, dtype)
 

@@ -4,19 +4,26 @@ The catalog tasks draw their own sizes (small ones on CPU); a FlashInfer-Bench d
 some of them (hidden size, heads, head dim, page size, vocabulary, experts …), on CPU too. Each
 catalog task takes them its own way: most through ``problem(**variant)``; the GEMM's weight and
 the paged decode's layout are built here.
+
+Before any of it is drawn, :func:`input_sizes` gives the bytes of the definition's inputs by
+arithmetic on its axes (nothing is allocated) and :func:`refuse_unless_fits` refuses a definition
+whose batch the gate cannot hold in the device's memory (a const axis of 10**12), in one line.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from nodice.errors import DefinitionError
 from nodice.tasks._attention import draw_sm_scale
-from nodice.tasks.base import Problem, Workload, randn
+from nodice.tasks.base import Problem, Workload, element_size, randn
 from nodice.tasks.definition_interface import Adapter
+from nodice.tasks.reference_file import BATCHES_HELD, gb, too_large
 
 # attention_decode's and attention_varlen's own CPU and GPU length ranges for a problem's requests.
 _DECODE_LENGTHS = {"cpu": (17, 64), "cuda": (200, 3000)}
@@ -108,3 +115,54 @@ def pin_workloads(workloads: list[Workload], pinned: dict[str, int], adapter: Ad
             seen.add(key)
             out.append(Workload(w.name, params, w.model))
     return out
+
+
+@dataclass(frozen=True)
+class InputSize:
+    """One tensor input of a definition: its shape, axis by axis, and the dtype the gate holds it in."""
+
+    name: str
+    axes: tuple[tuple[str, int], ...]
+    dtype: torch.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(size for _, size in self.axes) * element_size(self.dtype)
+
+    def words(self) -> str:
+        shape = ", ".join(f"{axis}={size}" for axis, size in self.axes)
+        return f"{self.name}[{shape}] {str(self.dtype).removeprefix('torch.')} {gb(self.nbytes)}"
+
+
+def input_sizes(
+    definition: Any, var_values: Mapping[str, int], dtype_of: Callable[[str], torch.dtype]
+) -> list[InputSize]:
+    """The definition's tensor inputs at its const axes and ``var_values``, by arithmetic (nothing is
+    allocated); a variable axis not given is 1, so the sizes are the least a batch can take.
+    ``dtype_of``: the dtype the gate holds an input of a declared dtype in."""
+    consts = definition.const_axes
+    sizes = []
+    for name, spec in definition.inputs.items():
+        if spec.shape is None:  # a scalar, passed as a number
+            continue
+        axes = tuple((a, int(consts[a]) if a in consts else int(var_values.get(a, 1))) for a in spec.shape)
+        sizes.append(InputSize(name, axes, dtype_of(spec.dtype.value)))
+    return sizes
+
+
+def refuse_unless_fits(
+    definition: str, sizes: list[InputSize], batch: str, available: int | None, where: str
+) -> None:
+    """A :class:`DefinitionError` naming the largest inputs when the gate cannot hold ``BATCHES_HELD``
+    batches of ``sizes`` (``batch``: which batch they are) in the ``available`` bytes ``where``."""
+    total = sum(s.nbytes for s in sizes)
+    if available is None or not too_large(total, available):
+        return
+    ranked = sorted(sizes, key=lambda s: s.nbytes, reverse=True)
+    named = [s for s in ranked if 100 * s.nbytes >= total][:3]  # the inputs that make the size
+    rest = len(ranked) - len(named)
+    items = "; ".join(s.words() for s in named) + (f"; {rest} smaller" if rest else "")
+    raise DefinitionError(
+        f"definition {definition}: its inputs take at least {gb(total)} in {batch} ({items}) and the "
+        f"gate holds about {BATCHES_HELD} such batches, more than the {gb(available)} {where}"
+    )

@@ -40,6 +40,7 @@ from nodice.tasks.reference_file import (
     ReferenceFile,
     call_user,
     check_fits,
+    device_memory,
     read_reference,
     seeded,
 )
@@ -164,14 +165,10 @@ class ReferenceTask(Task):
         self, gen: torch.Generator, device: torch.device, dtype: torch.dtype, **variant: Any
     ) -> Problem:
         if device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(device)
-            # What torch's allocator holds without using it is free for this process too.
-            free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+            free, where = device_memory(device)
             size = torch.empty((), dtype=dtype).element_size()
             floats = sum(_prod(s.shape) * size for s in self.ref.inputs if s.batched)
-            check_fits(
-                self.ref.path, floats, self.ref.batch, free, f"free on {torch.cuda.get_device_name(device)}"
-            )
+            check_fits(self.ref.path, floats, self.ref.batch, free, where)
         values = {i: s.value for i, s in enumerate(self.ref.inputs) if not s.batched}
         # Slices of get_inputs() calls not handed out yet: one call makes a full batch of samples.
         return Problem(device, dtype, {"B": self.ref.batch}, {"values": values, "pool": []})

@@ -220,8 +220,24 @@ def memory_available() -> int | None:
     return avail
 
 
-def _gb(n: float) -> str:
+def device_memory(device: torch.device) -> tuple[int | None, str]:
+    """Bytes the gate may still allocate on ``device``, and where they are (for messages): the memory
+    this process may use on CPU, the device's free memory on CUDA."""
+    if device.type != "cuda":
+        return memory_available(), "this process may use"
+    free, _ = torch.cuda.mem_get_info(device)
+    # What torch's allocator holds without using it is free for this process too.
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return free, f"free on {torch.cuda.get_device_name(device)}"
+
+
+def gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def too_large(nbytes: int, available: int | None) -> bool:
+    """Whether ``BATCHES_HELD`` batches of ``nbytes`` are more than ``available`` (None: unknown, never)."""
+    return available is not None and BATCHES_HELD * nbytes > available
 
 
 def check_fits(
@@ -229,14 +245,13 @@ def check_fits(
 ) -> None:
     """Refuse a batch the gate cannot hold ``BATCHES_HELD`` times in ``available`` bytes of ``where``.
     ``sliced``: the --batch-size asked for, where it is taken from the whole batch each call draws."""
-    need = BATCHES_HELD * nbytes
-    if available is None or need <= available:
+    if available is None or not too_large(nbytes, available):
         return
     per_sample = max(nbytes // max(batch, 1), 1)
     if sliced is not None:
         raise ReferenceFileError(
-            f"{path.name}: one get_inputs() call takes {_gb(nbytes)} (batch {batch}) and the gate holds "
-            f"about {BATCHES_HELD} such calls, more than the {_gb(available)} {where}; --batch-size "
+            f"{path.name}: one get_inputs() call takes {gb(nbytes)} (batch {batch}) and the gate holds "
+            f"about {BATCHES_HELD} such calls, more than the {gb(available)} {where}; --batch-size "
             f"{sliced} cannot help, since the file has no {BATCH_GLOBAL} global that sizes the batch "
             "alone and each call draws the whole batch before the first samples are taken: "
             "make get_inputs() draw fewer samples in a copy of the file"
@@ -244,8 +259,8 @@ def check_fits(
     fits = max(available // (BATCHES_HELD * per_sample), 0)
     hint = f"--batch-size {fits} fits" if fits >= 1 else "not even one sample fits"
     raise ReferenceFileError(
-        f"{path.name}: one get_inputs() call takes {_gb(nbytes)} (batch {batch}, {_gb(per_sample)} a "
-        f"sample) and the gate holds about {BATCHES_HELD} such batches, more than the {_gb(available)} "
+        f"{path.name}: one get_inputs() call takes {gb(nbytes)} (batch {batch}, {gb(per_sample)} a "
+        f"sample) and the gate holds about {BATCHES_HELD} such batches, more than the {gb(available)} "
         f"{where}: shrink the batch axis with --batch-size N ({hint})"
     )
 
