@@ -101,3 +101,24 @@ class StoreError(NodiceError):
     """A result store or run journal that cannot be opened or read (not SQLite, not writable)."""
 
     kind = "bad store"
+
+
+class _Interrupts:
+    """Whose a KeyboardInterrupt is in this process (one object, so no module attribute changes)."""
+
+    raised_by_code = False
+
+
+_INTERRUPTS = _Interrupts()
+
+
+def mark_sandboxed() -> None:
+    """This process is a sandboxed worker, in its own session: no terminal's Ctrl-C reaches it, so a
+    KeyboardInterrupt here was raised by code (the candidate's), a crash like any other."""
+    _INTERRUPTS.raised_by_code = True
+
+
+def interrupts_are_raised() -> bool:
+    """Whether a KeyboardInterrupt is code's (a sandboxed worker) rather than the user's Ctrl-C (a
+    kernel run in the command's own process, ``--no-sandbox``), which must stop the command."""
+    return _INTERRUPTS.raised_by_code

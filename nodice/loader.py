@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodice.errors import CandidateLoadError, EntryPointError
-from nodice.gate import progress
+from nodice.errors import CandidateLoadError, EntryPointError, interrupts_are_raised
 
 if TYPE_CHECKING:
     import torch
@@ -171,7 +170,7 @@ def import_file(path: str | Path, prefix: str) -> tuple[Path, str, Any]:
     except SystemExit as exc:
         raise CandidateLoadError(f"{p.name} called exit({exc.code}) while importing") from None
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt) and not progress.interrupts_are_raised():
+        if isinstance(exc, KeyboardInterrupt) and not interrupts_are_raised():
             raise
         raise CandidateLoadError(
             f"importing {p.name} failed at {_where(exc, p)}: {type(exc).__name__}"

@@ -51,6 +51,7 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
     prepare(device)
     import triton  # noqa: F401
 
+    from nodice.errors import mark_sandboxed
     from nodice.evaluation.environment import describe_environment
     from nodice.evaluation.guards import library_call
     from nodice.evaluation.guards.harness_tampering import HarnessSnapshot
@@ -71,7 +72,7 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
         library_call.install_reference_tripwire(task)
     beat = Heartbeat(conn)
     beat.install()  # before the snapshot: the hooks are part of the harness
-    progress.mark_sandboxed()
+    mark_sandboxed()
     import_ms = (time.perf_counter() - t0) * 1e3
     pristine = HarnessSnapshot.take()
     threads_at_start = threading.active_count()

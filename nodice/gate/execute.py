@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from nodice.errors import KernelCrashError, NodiceError, OutputSpecError
+from nodice.errors import KernelCrashError, NodiceError, OutputSpecError, interrupts_are_raised
 from nodice.gate import progress
 from nodice.gate.result import CheatDetected
 from nodice.tasks.base import Output, Task
@@ -94,7 +94,7 @@ def call_kernel(fn: Callable[..., Any], args: tuple[Any, ...], candidate: Path) 
     except SystemExit as exc:
         raise KernelCrashError(f"kernel called exit({exc.code})") from None
     except KeyboardInterrupt as exc:
-        if not progress.interrupts_are_raised():
+        if not interrupts_are_raised():
             raise  # the user's Ctrl-C (--no-sandbox)
         raise KernelCrashError(describe_exception(exc, candidate, limit=400)) from None
     except (NodiceError, CheatDetected):

@@ -26,7 +26,6 @@ class _Listeners:
     def __init__(self) -> None:
         self.on_stage: Callable[[str], None] | None = None
         self.on_step: Callable[[StepKind], None] | None = None
-        self.interrupts_are_raised = False
 
 
 _LISTENERS = _Listeners()
@@ -35,18 +34,6 @@ _LISTENERS = _Listeners()
 def listen(on_stage: Callable[[str], None] | None, on_step: Callable[[StepKind], None] | None) -> None:
     """Install (or, with ``None``, remove) the listeners of this process."""
     _LISTENERS.on_stage, _LISTENERS.on_step = on_stage, on_step
-
-
-def mark_sandboxed() -> None:
-    """This process is a sandboxed worker, in its own session: no terminal's Ctrl-C reaches it, so a
-    KeyboardInterrupt here was raised by code (the candidate's), a crash like any other."""
-    _LISTENERS.interrupts_are_raised = True
-
-
-def interrupts_are_raised() -> bool:
-    """Whether a KeyboardInterrupt is code's (a sandboxed worker) rather than the user's Ctrl-C (a
-    kernel run in the command's own process, ``--no-sandbox``), which must stop the command."""
-    return _LISTENERS.interrupts_are_raised
 
 
 def stage(name: str) -> None:

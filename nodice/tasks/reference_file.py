@@ -26,8 +26,13 @@ from typing import Any
 
 import torch
 
-from nodice.errors import CandidateLoadError, NodiceError, NotApplicableError, ReferenceFileError
-from nodice.gate import progress
+from nodice.errors import (
+    CandidateLoadError,
+    NodiceError,
+    NotApplicableError,
+    ReferenceFileError,
+    interrupts_are_raised,
+)
 from nodice.references import ReferenceSpec
 
 # ``Model`` and ``ModelNew`` are built under this seed, so parameters a module draws at
@@ -93,7 +98,7 @@ def call_user(
     except NodiceError:
         raise
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt) and not progress.interrupts_are_raised():
+        if isinstance(exc, KeyboardInterrupt) and not interrupts_are_raised():
             raise
         msg = (str(exc).strip().splitlines() or [""])[0]
         raise error(f"{what} failed{_where(exc, path)}: {type(exc).__name__}: {msg}"[:400]) from None

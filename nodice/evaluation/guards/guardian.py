@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import torch
 
+from nodice.errors import interrupts_are_raised
 from nodice.evaluation.guards import (
     background_thread,
     cached_output,
@@ -137,7 +138,7 @@ class Guardian:
         except CheatDetected:
             raise
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt) and not progress.interrupts_are_raised():
+            if isinstance(exc, KeyboardInterrupt) and not interrupts_are_raised():
                 raise
             raise _ProbeStop from None
         try:
