@@ -40,8 +40,6 @@ def test_bench_e2e_alone_equals_batched_bitwise_under_every_schedule(tmp_path: P
         "--layers",
         "1",
         "--requests",
-        "3",
-        "--control-requests",
         "2",
         "--phase",
         "invariance",
