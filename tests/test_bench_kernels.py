@@ -128,6 +128,19 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
     proc = _nodice("bench", "kernels", "--device", "cpu", "--json", str(tmp_path / "bad.json"), "--resume")
     assert proc.returncode == 2 and "not a kernel benchmark report" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # Reports that cannot be continued, a folder given as the report, a limit that is no limit: one
+    # line each (no progress bar after it), before any task runs.
+    (tmp_path / "binary.json").write_bytes(b"\x9b\xd8garbage")
+    (tmp_path / "task.json").write_text('{"tasks": {"rmsnorm": 3}}')
+    for args, expected in (
+        (["--json", str(tmp_path / "binary.json"), "--resume"], "cannot read"),
+        (["--json", str(tmp_path / "task.json"), "--resume"], "task rmsnorm is not an object"),
+        (["--json", str(tmp_path)], "is a folder: give a file name"),
+        (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+    ):
+        proc = _nodice("bench", "kernels", "--device", "cpu", "--task", "rmsnorm", *args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr
 
 
 def test_bundled_kernel_falls_back_to_the_seed() -> None:

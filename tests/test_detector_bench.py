@@ -216,6 +216,31 @@ def test_benchmark_bad_input_is_one_line(args: list[str]) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+def test_unusable_labels_and_outputs_are_one_line_before_any_candidate(tmp_path: Path) -> None:
+    from nodice.bench.detector.pool import PoolError, load_pool
+
+    (tmp_path / "pool").mkdir()
+    not_objects = "lack a field or are not objects"
+    cases = {
+        "binary.json": (b"\xf9\xd8\x00garbage", "cannot read"),
+        "not_objects.json": (b'{"candidates": {"rmsnorm/a": 3}}', not_objects),
+        "labels_str.json": (b'{"candidates": {"rmsnorm/a": {"labels": "x"}}}', not_objects),
+    }
+    for name, (body, expected) in cases.items():
+        (tmp_path / name).write_bytes(body)
+        with pytest.raises(PoolError, match=expected):
+            load_pool(tmp_path, tmp_path / name)
+    # Through the command: one line, exit 2, before anything is judged.
+    for args, expected in (
+        (["--labels", str(tmp_path / "binary.json")], "cannot read"),
+        (["--progress", str(tmp_path)], f"--progress {tmp_path} is a folder"),
+        (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+    ):
+        proc = run_cli("bench", "detector", "--pool", str(tmp_path), "--device", "cpu", *args, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr
+
+
 def test_manifest_may_list_its_candidates(tmp_path: Path) -> None:
     from nodice.bench.detector.pool import PoolError, load_manifest
 

@@ -142,10 +142,18 @@ def _write(path: Path, report: dict[str, Any]) -> None:
 def load_report(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8 text
         raise KernelBenchError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
         raise KernelBenchError(f"{path} is not a kernel benchmark report (no 'tasks' object)")
+    # What a resumed call adds to: the versions and ceilings objects, each task an object.
+    for key in ("versions", "ceilings"):
+        if not isinstance(data.get(key, {}), dict):
+            raise KernelBenchError(f"{path} is not a kernel benchmark report ('{key}' is not an object)")
+    data.setdefault("versions", {})
+    bad = [t for t, e in data["tasks"].items() if not isinstance(e, dict)]
+    if bad:
+        raise KernelBenchError(f"{path} is not a kernel benchmark report (task {bad[0]} is not an object)")
     return data
 
 

@@ -14,7 +14,7 @@ from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, l
 from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
 from nodice.cli.bench_e2e import e2e
-from nodice.cli.common import err, fail, out, wrote
+from nodice.cli.common import err, fail, out, output_problem, seconds_problem, wrote
 from nodice.errors import NodiceError
 
 PoolOpt = Annotated[
@@ -80,6 +80,12 @@ def detector(
     """Detection and false-rejection rates of static-only, dynamic-only and the full gate on the pool."""
     from nodice.evaluation.executor import ExecutorConfig
 
+    outputs = (("--json", json_out), ("--markdown", markdown_out), ("--progress", progress_out))
+    problem = seconds_problem("--timeout", timeout) or next(
+        (p for p in (output_problem(o, f) for o, f in outputs) if p), ""
+    )
+    if problem:
+        fail(problem)
     try:
         ExecutorConfig(executor, jobs, ray_address).validate()
         dev = _device(device, remote=executor == "ray")
@@ -92,8 +98,8 @@ def detector(
     if progress_out is not None and resume and progress_out.exists():
         try:
             done_before = load_runs(progress_out)[1]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            fail(f"cannot resume from {progress_out}: {exc}")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            fail(f"cannot resume from {progress_out}: {type(exc).__name__}: {exc}")
         err.print(f"resuming: {len(done_before)} candidate(s) already in {progress_out}", markup=False)
     elif progress_out is not None:
         progress_out.parent.mkdir(parents=True, exist_ok=True)
@@ -109,8 +115,8 @@ def detector(
     if rescore_from is not None:
         try:
             report = rescore(the_pool, dev, rescore_from, split)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            fail(f"cannot rescore {rescore_from}: {exc}")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            fail(f"cannot rescore {rescore_from}: {type(exc).__name__}: {exc}")
             return
     else:
         try:
@@ -263,12 +269,17 @@ def kernels(
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from nodice.bench.kernels import run_kernel_bench
+    from nodice.bench.kernels import load_report, run_kernel_bench
     from nodice.bench.kernels_table import markdown as kernels_markdown
     from nodice.bench.kernels_table import render_task
     from nodice.evaluation.executor import ExecutorConfig
     from nodice.tasks import CATALOG
 
+    problem = seconds_problem("--timeout", timeout) or next(
+        (p for p in (output_problem("--json", json_out), output_problem("--markdown", markdown_out)) if p), ""
+    )
+    if problem:
+        fail(problem)
     try:
         spread = ExecutorConfig(executor, jobs, ray_address).validate()
         dev = _device(device, remote=executor == "ray")
@@ -283,6 +294,8 @@ def kernels(
         fail("--resume needs --json FILE (the report to continue)")
     try:
         chosen = _chosen_workloads(workload or [], names, dev)
+        if resume and json_out is not None and json_out.exists():
+            load_report(json_out)  # a report that cannot be continued: one line, before any work
     except NodiceError as exc:
         fail(exc.line())
         return

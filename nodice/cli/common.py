@@ -38,6 +38,18 @@ def seconds_problem(option: str, seconds: float | None) -> str:
     return f"{option} must be a positive number of seconds, not {seconds}"
 
 
+def output_problem(option: str, path: Path | None) -> str:
+    """Why ``path`` cannot be written as an output file (a folder, or under a file), or ""."""
+    if path is None:
+        return ""
+    if path.is_dir():
+        return f"{option} {path} is a folder: give a file name"
+    for parent in path.parents:
+        if parent.exists():
+            return "" if parent.is_dir() else f"{option} {path}: {parent} is a file, not a folder"
+    return ""
+
+
 def fail(message: str, code: int = EXIT_ERROR, json_object: dict[str, Any] | None = None) -> NoReturn:
     """One line on stderr (never wrapped: it may be a file) and the exit code: the CLI's only error path.
     ``json_object`` (a command run with ``--json``) is printed on stdout first."""

@@ -129,7 +129,7 @@ def _read_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise PoolError(f"no {path.name} in {path.parent}") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8 text
         raise PoolError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict) or "candidates" not in data:
         raise PoolError(f"{path} has no 'candidates'")
@@ -156,10 +156,15 @@ def load_pool(root: Path, labels: Path | None = None) -> Pool:
     # The manifest describes the candidates (it may have gained fields since the labels were made).
     described = {s.key: s for s in load_manifest(root)} if (root / "pool" / MANIFEST_FILE).exists() else {}
     entries = []
-    for key, d in data["candidates"].items():
-        labs = {dev: OracleLabel(**lab) for dev, lab in d.get("labels", {}).items()}
-        entries.append(PoolEntry(described.get(key) or _spec(key, d), d.get("family", ""), labs))
-    pool = Pool(root, entries, dict(data.get("oracle", {})))
+    where = labels or root / LABELS_FILE
+    try:
+        for key, d in data["candidates"].items():
+            labs = {dev: OracleLabel(**lab) for dev, lab in d.get("labels", {}).items()}
+            entries.append(PoolEntry(described.get(key) or _spec(key, d), d.get("family", ""), labs))
+        pool = Pool(root, entries, dict(data.get("oracle", {})))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        why = f"{where}: a candidate or its labels lack a field or are not objects ({exc})"
+        raise PoolError(why) from None
     missing = [e.spec.key for e in entries if not pool.path_of(e).is_file()]
     if missing:
         raise PoolError(f"{len(missing)} labeled candidate(s) have no file, e.g. {missing[0]}")
