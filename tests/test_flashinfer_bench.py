@@ -254,6 +254,16 @@ def test_what_nodice_cannot_judge_is_one_line_and_exit_2(tmp_path: Path) -> None
             prepare(solution, definition, tmp_path / "sources")
         assert message in exc.value.line()
 
+    # Sources whose paths cannot all be files: a file and a folder of one name, the folder itself.
+    data = json.loads(RMSNORM_ROW.read_text())
+    main = data["sources"][0]
+    for i, extra in enumerate((["a", "a/b.py"], ["a/b.py", "a"], ["."])):
+        edited = {**data, "sources": [main, *({"path": p, "content": "x = 1\n"} for p in extra)]}
+        path = tmp_path / f"paths{i}.json"
+        path.write_text(json.dumps(edited))
+        with pytest.raises(DefinitionError, match="cannot be written as a file"):
+            prepare(path, RMSNORM_DEF, tmp_path / f"paths{i}")
+
     returns = _edited(tmp_path, RMSNORM_ROW, "returns.json", spec__destination_passing_style=False)
     prepared = prepare(returns, RMSNORM_DEF, tmp_path / "returns")
     with pytest.raises(

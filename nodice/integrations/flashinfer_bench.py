@@ -59,8 +59,16 @@ def prepare(solution_path: str | Path, definition_path: str | Path, folder: str 
     root = Path(folder)
     for source in solution.sources:  # the model has already refused absolute paths and '..'
         target = root / source.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(source.content, encoding="utf-8")
+        try:
+            if target.resolve() == root.resolve() or target.is_dir():
+                raise IsADirectoryError(f"'{source.path}' names a folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(source.content, encoding="utf-8")
+        except (OSError, UnicodeError) as exc:  # a file and a folder of one name, a path too long, ...
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise SolutionError(
+                f"solution {solution.name}: source '{source.path[:120]}' cannot be written as a file ({why})"
+            ) from None
     if language in NATIVE_LANGUAGES:
         candidate, entry = native_entry(solution, root)
     else:
