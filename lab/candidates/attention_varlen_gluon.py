@@ -302,6 +302,30 @@ def _consumer_1(sh: _Shared):
     _consumer(sh, 1)
 
 
+@triton.jit
+def _plan_tiles(cu_q_ptr, tiles_ptr, n_slots, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr):
+    """The list of query tiles, one slot each: ``tiles[0, t]`` the sequence of slot t, ``tiles[1, t]``
+    its query block. Program s writes sequence s's blocks after those of sequences 0 … s−1; slots past
+    the last tile keep the −1 they were filled with. Which program runs which tile never changes a
+    tile's arithmetic."""
+    s = tl.program_id(0)
+    offs = tl.arange(0, CHUNK)
+    before = 0
+    for c in range(0, s, CHUNK):
+        idx = c + offs
+        ok = idx < s
+        lo = tl.load(cu_q_ptr + idx, mask=ok, other=0)
+        hi = tl.load(cu_q_ptr + idx + 1, mask=ok, other=0)
+        before += tl.sum((hi - lo + BLOCK_M - 1) // BLOCK_M)
+    q_len = tl.load(cu_q_ptr + s + 1) - tl.load(cu_q_ptr + s)
+    blocks = (q_len + BLOCK_M - 1) // BLOCK_M
+    for c in range(0, blocks, CHUNK):
+        idx = c + offs
+        ok = idx < blocks
+        tl.store(tiles_ptr + before + idx, tl.full([CHUNK], 0, tl.int32) + s, mask=ok)
+        tl.store(tiles_ptr + n_slots + before + idx, idx, mask=ok)
+
+
 @gluon.jit
 def _varlen_forward(
     q_ptr,
@@ -310,6 +334,8 @@ def _varlen_forward(
     o_ptr,  #
     cu_q_ptr,
     cu_k_ptr,
+    tiles_ptr,
+    n_slots,
     qk_scale,
     q_heads,
     group,  #
@@ -320,21 +346,23 @@ def _varlen_forward(
 ):
     gl.static_assert(BLOCK_M % BLOCK_N == 0 or BLOCK_N % BLOCK_M == 0)
     dtype: gl.constexpr = q_ptr.dtype.element_ty
-    seq_head = gl.program_id(1)
-    seq = seq_head // q_heads
-    q_head = seq_head % q_heads
-    kv_head = q_head // group
-    kv_heads = q_heads // group
-    q_tok = gl.load(cu_q_ptr + seq)
-    q_len = gl.load(cu_q_ptr + seq + 1) - q_tok
-    k_tok = gl.load(cu_k_ptr + seq)
-    k_len = gl.load(cu_k_ptr + seq + 1) - k_tok
-    m_blocks = gl.cdiv(q_len, BLOCK_M)
-    m_block = gl.program_id(0)
-    if m_block < m_blocks:
+    # Heads vary fastest: a tile's query heads run side by side and share its K and V through L2
+    # (a group of them reads one KV head).
+    pid = gl.program_id(0)
+    slot = pid // q_heads
+    q_head = pid % q_heads
+    seq = gl.load(tiles_ptr + slot)
+    if seq >= 0:
+        m_block = gl.load(tiles_ptr + n_slots + slot)
+        kv_head = q_head // group
+        kv_heads = q_heads // group
+        q_tok = gl.load(cu_q_ptr + seq)
+        q_len = gl.load(cu_q_ptr + seq + 1) - q_tok
+        k_tok = gl.load(cu_k_ptr + seq)
+        k_len = gl.load(cu_k_ptr + seq + 1) - k_tok
         if CAUSAL:
-            # The longest rows (last query blocks) start first, so short ones fill the tail.
-            m_block = m_blocks - 1 - m_block
+            # A sequence's longest rows (its last query blocks) start first, so short ones fill the tail.
+            m_block = gl.cdiv(q_len, BLOCK_M) - 1 - m_block
         q_start = m_block * BLOCK_M
         if CAUSAL:
             key_blocks = gl.cdiv(gl.minimum(q_start + BLOCK_M + (k_len - q_len), k_len), BLOCK_N)
@@ -424,14 +452,22 @@ def _hopper_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, s
     # Set on every call: the allocator lives in a context variable, which a worker thread would
     # not inherit from the importing one.
     triton.set_allocator(_descriptor_scratch)
-    grid = (triton.cdiv(max_seqlen_q, BLOCK_M.value), (cu_seqlens_q.shape[0] - 1) * q_heads)
-    _varlen_forward[grid](
+    cu_q = cu_seqlens_q.to(torch.int32)
+    n_seqs = cu_q.shape[0] - 1
+    # Slots for every query tile without reading the lengths on the host: a sequence of n tokens
+    # has at most n / BLOCK_M + 1 tiles (and an empty one none).
+    n_slots = triton.cdiv(q.shape[0], BLOCK_M.value) + n_seqs
+    tiles = torch.full((2, n_slots), -1, dtype=torch.int32, device=q.device)
+    _plan_tiles[(n_seqs,)](cu_q, tiles, n_slots, BLOCK_M=BLOCK_M.value, CHUNK=256)
+    _varlen_forward[(n_slots * q_heads,)](
         q,
         k,
         v,
         o,  #
-        cu_seqlens_q.to(torch.int32),
+        cu_q,
         cu_seqlens_k.to(torch.int32),
+        tiles,
+        n_slots,
         sm_scale * LOG2E,
         q_heads,
         q_heads // kv_heads,  #

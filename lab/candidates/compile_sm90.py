@@ -245,6 +245,8 @@ def attention_varlen_gluon(keep: Path | None, sweep: bool) -> int:
                 "o_ptr": "*bf16",
                 "cu_q_ptr": "*i32",
                 "cu_k_ptr": "*i32",
+                "tiles_ptr": "*i32",
+                "n_slots": "i32",
                 "qk_scale": "fp32",
                 "q_heads": "i32",
                 "group": "i32",
@@ -252,7 +254,7 @@ def attention_varlen_gluon(keep: Path | None, sweep: bool) -> int:
             consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
             for name in consts:
                 sig[name] = "constexpr"
-            attrs = {(i,): ALIGNED for i in range(6)}
+            attrs = {(i,): ALIGNED for i in range(7)}
             src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
             label = f"attention_varlen_gluon D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
             fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
