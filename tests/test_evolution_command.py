@@ -5,8 +5,10 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
+from nodice.evolution.agents.base import AgentError
 from nodice.evolution.agents.command_agent import CommandAgent
 from nodice.evolution.agents.rmsnorm_template import RowKnobs, render
 from nodice.evolution.engine import Engine
@@ -48,3 +50,13 @@ def test_command_agent_commits_through_nodice_run(tmp_path: Path) -> None:
     assert [a.outcome for a in Journal(run.store_path).attempts()] == ["committed", "committed"]
     assert summary.evaluations == 2 and "budget spent" in summary.stop_reason
     assert "PROMPT.md" not in Lineage(run.root).git("ls-files")  # the prompt is not part of the kernel
+
+    # Resumed with a command the shell cannot find: the run ends with the agent's error, not as if the
+    # agent had nothing left to try, and what was committed stays.
+    run, config, resumed = prepare_run(
+        EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu", budget=3, agent="cmd")
+    )
+    assert resumed
+    with pytest.raises(AgentError, match=r"could not be run \(command not found, shell exit 127\)"):
+        Engine(run, config, CommandAgent("no-such-agent-cli {prompt}"), console=console).execute()
+    assert [v.version for v in Lineage(run.root).versions()] == [0, 1]

@@ -173,12 +173,17 @@ def test_streamable_http(run_dir: Path) -> None:
     [
         (["--run-dir", "{missing}"], "is not a nodice run"),
         (["--run-dir", "{run}", "--transport", "carrier-pigeon"], "unknown transport 'carrier-pigeon'"),
+        (["--run-dir", "{run}", "--transport", "http", "--port", "70000"], "less than or equal to 65535"),
+        (["--run-dir", "{run}", "--transport", "http", "--port", "{busy}"], "Address already in use"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], line: str) -> None:
-    filled = [a.format(missing=tmp_path / "nope", run=tmp_path) for a in args]
-    done = subprocess.run(
-        [sys.executable, "-m", "nodice", "mcp", *filled], capture_output=True, text=True, timeout=60
-    )
+    with socket.socket() as busy:  # a port another server holds
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        filled = [a.format(missing=tmp_path / "nope", run=tmp_path, busy=busy.getsockname()[1]) for a in args]
+        done = subprocess.run(
+            [sys.executable, "-m", "nodice", "mcp", *filled], capture_output=True, text=True, timeout=60
+        )
     assert done.returncode == 2 and line in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

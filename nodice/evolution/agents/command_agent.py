@@ -30,6 +30,8 @@ from nodice.evolution.agents.base import Agent, AgentContext, AgentError, StepRe
 from nodice.evolution.prompts import command_prompt
 
 _POLL_S = 0.5
+# What a POSIX shell's exit status says when it could not run the command at all.
+_SHELL_CANNOT_RUN = {126: "found but not executable", 127: "command not found"}
 
 
 class CommandAgent(Agent):
@@ -106,6 +108,11 @@ class CommandAgent(Agent):
         before = session.own_evaluations()
         code = self._launch(ctx, prompt_path, log)
         made = session.own_evaluations() - before
+        if code in _SHELL_CANNOT_RUN and not made:
+            raise AgentError(
+                f"the agent command could not be run ({_SHELL_CANNOT_RUN[code]}, shell exit {code}): "
+                f"{self.command!r}; its output is in {log}"
+            )
         self.idle_launches = 0 if made else self.idle_launches + 1
         return StepReport(
             made,
