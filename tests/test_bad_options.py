@@ -171,6 +171,37 @@ def test_a_damaged_journal_is_one_line_in_every_command(finished_run: Path, tmp_
         _one_line_error(run_cli(*command), "cannot read the run's journal")
 
 
+def test_a_damaged_run_config_is_one_line_in_every_command(finished_run: Path, tmp_path: Path) -> None:
+    run = _copy(finished_run, tmp_path)
+    resume = [*_RESUME, str(run), "--no-report"]
+    for content, command, expected in (
+        (b"[]\n", ["report", str(run)], "run.json is damaged: it holds list, not an object"),
+        (b"\xff\xfe{", ["run", "status", "--run-dir", str(run)], "run.json is damaged: 'utf-8' codec"),
+        (b'{"task": "rmsnorm", "device": "cpu", "budget": "ten"}', resume, '"ten", not an integer or null'),
+        (
+            b'{"device": "cpu"}',
+            ["run", "lineage", "--run-dir", str(run)],
+            "run.json is damaged: it has no task",
+        ),
+    ):
+        (run / "run.json").write_bytes(content)
+        _one_line_error(run_cli(*command), expected)
+        assert (run / "run.json").read_bytes() == content
+
+
+def test_a_run_whose_files_are_in_the_way_is_one_line(finished_run: Path, tmp_path: Path) -> None:
+    run = _copy(finished_run, tmp_path)
+    shutil.rmtree(run / "workspace")
+    (run / "workspace").write_text("not a folder\n")
+    _one_line_error(run_cli(*_RESUME, str(run), "--no-report"), "workspace is not a folder")
+    assert (run / "workspace").read_text() == "not a folder\n"
+    run = _copy(finished_run, tmp_path / "second")
+    (run / "report.html").unlink(missing_ok=True)
+    (run / "report.html").mkdir()
+    _one_line_error(run_cli("report", str(run)), "report.html: Is a directory")
+    assert not (run / "report.html.tmp").exists()
+
+
 def test_a_state_cache_that_is_not_an_object_is_rebuilt(finished_run: Path, tmp_path: Path) -> None:
     run = _copy(finished_run, tmp_path)
     (run / "state.json").write_text("[1, 2]\n")

@@ -21,12 +21,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import shutil
 import tempfile
+import types
+import typing
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +90,46 @@ class RunConfig:
     launch_timeout_s: float | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+    def from_dict(cls, d: Any) -> RunConfig:
+        """The config in ``d`` (run.json's object); unknown keys are ignored, a wrong type is a
+        ``TypeError`` naming the key."""
+        if not isinstance(d, dict):
+            raise TypeError(f"it holds {type(d).__name__}, not an object")
+        hints = typing.get_type_hints(cls)
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        for key, value in known.items():
+            if not _has_type(value, hints[key]):
+                raise TypeError(f"{key} is {json.dumps(value)[:60]}, not {_type_text(hints[key])}")
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+        missing = [name for name in required if name not in known]
+        if missing:
+            raise TypeError(f"it has no {', '.join(missing)}")
         return cls(**known)
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a RunConfig field's type (str, int, float, bool, list[str], X | None)."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    for option in options:
+        if option is type(None) and value is None:
+            return True
+        if option is bool and isinstance(value, bool):
+            return True
+        if option is int and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if option is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return math.isfinite(value)
+        if option is str and isinstance(value, str):
+            return True
+        if typing.get_origin(option) is list and isinstance(value, list):
+            return all(isinstance(x, str) for x in value)
+    return False
+
+
+def _type_text(hint: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null"}
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return " or ".join(names.get(o, "a list of strings") for o in options)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -189,8 +229,10 @@ class RunDir:
             return RunConfig.from_dict(json.loads(self.config_path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise RunDirError(f"{self.root} is not a nodice run (no run.json)") from None
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
             raise RunDirError(f"{self.config_path} is damaged: {exc}") from None
+        except OSError as exc:
+            raise RunDirError(f"cannot read {self.config_path}: {exc.strerror or exc}") from None
 
     def save_config(self, config: RunConfig) -> None:
         write_json_atomic(self.config_path, asdict(config))

@@ -153,6 +153,9 @@ def prepare_run(opts: EvolveOptions) -> tuple[RunDir, RunConfig, bool]:
         config = run.load_config()
         if config.task != opts.task:
             raise RunDirError(f"{run.root} is a run of task '{config.task}', not '{opts.task}'")
+        for folder in (run.home.workspace, run.scratch):
+            if folder.exists() and not folder.is_dir():
+                raise RunDirError(f"{folder} is not a folder: move it away to resume the run")
         config.unit = config.unit or task_unit(opts.task)
         if (run.root / ".git").is_dir():
             units = [v.unit for v in Lineage(run.root).versions()]
