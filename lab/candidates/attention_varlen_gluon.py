@@ -346,15 +346,17 @@ def _varlen_forward(
 ):
     gl.static_assert(BLOCK_M % BLOCK_N == 0 or BLOCK_N % BLOCK_M == 0)
     dtype: gl.constexpr = q_ptr.dtype.element_ty
-    # Heads vary fastest: a tile's query heads run side by side and share its K and V through L2
-    # (a group of them reads one KV head).
+    # Programs in order (KV head, tile, query head of its group): the group's query heads read one
+    # tile's K and V side by side, and one KV head's tiles follow each other, so its K and V (16 MB
+    # for 32K tokens at D = 128) stay in L2 while they are swept.
     pid = gl.program_id(0)
-    slot = pid // q_heads
-    q_head = pid % q_heads
+    member = pid % group
+    slot = (pid // group) % n_slots
+    kv_head = pid // (group * n_slots)
+    q_head = kv_head * group + member
     seq = gl.load(tiles_ptr + slot)
     if seq >= 0:
         m_block = gl.load(tiles_ptr + n_slots + slot)
-        kv_head = q_head // group
         kv_heads = q_heads // group
         q_tok = gl.load(cu_q_ptr + seq)
         q_len = gl.load(cu_q_ptr + seq + 1) - q_tok
