@@ -70,6 +70,72 @@ def test_a_trace_file_that_cannot_be_written_is_refused_before_the_gate(tmp_path
     _one_line_error(proc, "no such folder")
 
 
+FIB = EXAMPLES / "flashinfer_bench"
+
+
+@pytest.mark.parametrize(
+    ("trace", "expected"),
+    [
+        ("solution.json", "--trace {dir}/solution.json is the same file as the solution"),
+        ("definition.json", "--trace {dir}/definition.json is the same file as --definition"),
+        ("sub/../solution.json", "is the same file as the solution"),
+        ("link.json", "--trace {dir}/link.json is the same file as the solution"),  # a symlink to it
+        ("hard.json", "--trace {dir}/hard.json is the same file as --definition"),  # a hard link to it
+    ],
+)
+def test_a_trace_file_that_is_an_input_is_refused_and_left_as_it_was(
+    tmp_path: Path, trace: str, expected: str
+) -> None:
+    solution, definition = tmp_path / "solution.json", tmp_path / "definition.json"
+    shutil.copy(FIB / "rmsnorm_h4096_triton_row.json", solution)
+    shutil.copy(FIB / "rmsnorm_h4096.json", definition)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.json").symlink_to(solution)
+    (tmp_path / "hard.json").hardlink_to(definition)
+    before = {p: p.read_bytes() for p in (solution, definition)}
+    args = ("check", str(solution), "--definition", str(definition), "--device", "cpu")
+    proc = run_cli(*args, "--trace", str(tmp_path / trace))
+    _one_line_error(proc, expected.format(dir=tmp_path))
+    assert "static" not in proc.stdout  # refused before any stage ran
+    assert {p: p.read_bytes() for p in before} == before
+    assert (tmp_path / "link.json").is_symlink()
+    payload = json.loads(run_cli(*args, "--trace", str(tmp_path / trace), "--json").stdout)
+    assert payload["verdict"] == "error" and "is the same file as" in payload["error"]
+    assert {p: p.read_bytes() for p in before} == before
+
+
+_SOLUTION = (
+    "check",
+    str(FIB / "rmsnorm_h4096_triton_row.json"),
+    "--definition",
+    str(FIB / "rmsnorm_h4096.json"),
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "first", "second"),
+    [
+        (("bench", "e2e"), "--json", "--markdown"),
+        (("bench", "kernels", "--task", "rmsnorm"), "--json", "--markdown"),
+        (("bench", "detector"), "--json", "--markdown"),
+        (("bench", "detector"), "--markdown", "--progress"),
+        (_SOLUTION, "--trace", "--store"),
+    ],
+)
+def test_two_outputs_on_one_file_are_refused_before_any_work(
+    tmp_path: Path, command: tuple[str, ...], first: str, second: str
+) -> None:
+    out = tmp_path / "report.json"
+    out.write_text("an earlier report\n")
+    for same in (out, tmp_path / "sub" / ".." / "report.json", tmp_path / "alias.json"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        if same.name == "alias.json" and not same.is_symlink():
+            same.symlink_to(out)
+        proc = run_cli(*command, "--device", "cpu", first, str(out), second, str(same), timeout=120)
+        _one_line_error(proc, f"{first} and {second} name one file ({out})")
+        assert out.read_text() == "an earlier report\n"
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [

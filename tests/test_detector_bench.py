@@ -253,3 +253,60 @@ def test_manifest_may_list_its_candidates(tmp_path: Path) -> None:
     manifest.write_text(json.dumps({"candidates": [item]}))
     with pytest.raises(PoolError, match="lacks a field"):
         load_manifest(tmp_path)
+
+
+def _progress_file(path: Path, key: str = "rmsnorm/a", label: str = "violating") -> str:
+    """A ``--progress`` file of an earlier run: its provenance line, then one candidate's verdicts."""
+    modes = {m: {"verdict": "bi_violation", "ms": 1.0} for m in ("static", "dynamic", "full")}
+    run = {"key": key, "task": key.split("/")[0], "mechanism": "m", "pattern": "p", "label": label}
+    text = (
+        json.dumps({"date": "earlier", "machine": "m", "versions": {}, "seed": 0})
+        + "\n"
+        + json.dumps({**run, "modes": modes})
+        + "\n"
+    )
+    path.write_text(text)
+    return text
+
+
+def test_a_progress_file_that_holds_results_is_never_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "pool").mkdir()
+    labels = tmp_path / "labels.json"
+    labels.write_text('{"candidates": {}}\n')
+    progress = tmp_path / "progress.jsonl"
+    earlier = _progress_file(progress)
+    base = ("bench", "detector", "--device", "cpu", "--pool", str(tmp_path))
+    for args, expected in (
+        # Without --resume, a file with results in it is refused (a fresh run would start it anew).
+        (["--progress", str(progress)], f"--progress {progress} already holds results: add --resume"),
+        # An input is never the progress file, with --resume or without.
+        (["--progress", str(labels), "--resume"], f"--progress {labels} is the same file as --labels"),
+        (["--rescore", str(progress), "--progress", str(progress), "--resume"], "same file as --rescore"),
+    ):
+        proc = run_cli(*base, *args, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr
+        assert progress.read_text() == earlier and labels.read_text() == '{"candidates": {}}\n'
+    # With --resume the file is continued: its results are kept (this pool has nothing left to run).
+    proc = run_cli(*base, "--progress", str(progress), "--resume", timeout=60)
+    assert "resuming: 1 candidate(s) already in" in proc.stderr and "Traceback" not in proc.stderr
+    assert progress.read_text() == earlier
+
+
+def test_reports_are_written_through_symlinks_and_unwritable_ones_are_one_line(tmp_path: Path) -> None:
+    labeled = next(e for e in load_pool(POOL).entries if e.label("cpu") in ("violating", "invariant"))
+    progress = tmp_path / "progress.jsonl"
+    _progress_file(progress, labeled.spec.key, str(labeled.label("cpu")))
+    real, link, md = tmp_path / "real.json", tmp_path / "link.json", tmp_path / "report.md"
+    real.write_text("an earlier report\n")
+    link.symlink_to(real)
+    rescore = ("bench", "detector", "--device", "cpu", "--rescore", str(progress))
+    proc = run_cli(*rescore, "--json", str(link), "--markdown", str(md), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert link.is_symlink() and json.loads(real.read_text())["candidates_labeled"] == 1
+    if Path("/dev/full").exists():  # a device that refuses every write: one line, not a traceback
+        proc = run_cli(*rescore, "--json", str(md), "--markdown", "/dev/full", timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and lines == [
+            "--markdown /dev/full: cannot write it (No space left on device)"
+        ]

@@ -30,7 +30,6 @@ holds.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from nodice.bench.kernels_table import invariant_ratios
+from nodice.bench.output import write_report
 from nodice.errors import NodiceError
 from nodice.evaluation.executor import ExecutorConfig
 from nodice.evaluation.request import BenchOptions
@@ -133,10 +133,8 @@ def task_record(task_name: str, kernel: Path, evaluation: Any) -> dict[str, Any]
 
 
 def _write(path: Path, report: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """The report, whole or not at all (through a symlink); an error line when it cannot be written."""
+    write_report(path, json.dumps(report, indent=1) + "\n", "--json")
 
 
 def load_report(path: Path) -> dict[str, Any]:

@@ -13,8 +13,9 @@ import typer
 from nodice.bench.detector.pool import LABELS_FILE, OracleLabel, default_root, load_pool
 from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
+from nodice.bench.output import OutputError, write_report
 from nodice.cli.bench_e2e import e2e
-from nodice.cli.common import err, fail, out, output_problem, seconds_problem, wrote
+from nodice.cli.common import err, fail, out, outputs_problem, seconds_problem, wrote
 from nodice.errors import NodiceError
 
 PoolOpt = Annotated[
@@ -62,7 +63,12 @@ def detector(
     warmup: Annotated[bool, typer.Option(help="warm-up run of the full gate before the timed runs")] = True,
     timeout: Annotated[float, typer.Option(help="seconds per candidate (all configurations)")] = 1800.0,
     progress_out: Annotated[
-        Path | None, typer.Option("--progress", help="append each candidate's result to this JSON-lines file")
+        Path | None,
+        typer.Option(
+            "--progress",
+            help="write each candidate's result to this JSON-lines file as it finishes (a file that "
+            "already holds results is continued with --resume, never overwritten)",
+        ),
     ] = None,
     resume: Annotated[
         bool,
@@ -81,9 +87,13 @@ def detector(
     from nodice.evaluation.executor import ExecutorConfig
 
     outputs = (("--json", json_out), ("--markdown", markdown_out), ("--progress", progress_out))
-    problem = seconds_problem("--timeout", timeout) or next(
-        (p for p in (output_problem(o, f) for o, f in outputs) if p), ""
-    )
+    inputs = (("--labels", labels or (pool or default_root()) / LABELS_FILE), ("--rescore", rescore_from))
+    problem = seconds_problem("--timeout", timeout) or outputs_problem(outputs, inputs)
+    if not problem and progress_out is not None and not resume and _holds_data(progress_out):
+        problem = (
+            f"--progress {progress_out} already holds results: add --resume to continue it, "
+            "or name another file"
+        )
     if problem:
         fail(problem)
     try:
@@ -101,16 +111,22 @@ def detector(
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             fail(f"cannot resume from {progress_out}: {type(exc).__name__}: {exc}")
         err.print(f"resuming: {len(done_before)} candidate(s) already in {progress_out}", markup=False)
-    elif progress_out is not None:
-        progress_out.parent.mkdir(parents=True, exist_ok=True)
-        progress_out.write_text(json.dumps(run_meta(dev, seed, warmup)) + "\n")
+    elif progress_out is not None:  # a new file, or an empty one: nothing in it to lose
+        try:
+            write_report(progress_out, json.dumps(run_meta(dev, seed, warmup)) + "\n", "--progress")
+        except OutputError as exc:
+            fail(exc.line())
 
     def progress(run: CandidateRun) -> None:
         verdicts = "  ".join(f"{m}={run.modes[m].verdict}" for m in MODES)
         err.print(f"{run.key} [{run.label}] {verdicts}", markup=False, highlight=False)
         if progress_out is not None:
-            with progress_out.open("a") as f:
-                f.write(json.dumps(asdict(run)) + "\n")
+            try:
+                with progress_out.open("a") as f:
+                    f.write(json.dumps(asdict(run)) + "\n")
+            except OSError as exc:
+                why = exc.strerror or exc
+                raise OutputError(f"--progress {progress_out}: cannot write it ({why})") from None
 
     if rescore_from is not None:
         try:
@@ -141,14 +157,24 @@ def detector(
     if report.candidates_labeled == 0:
         fail(f"no candidate in the pool has a {dev} label (run `nodice bench label --device {dev}`)")
     render(report, out)
-    for path, text in (
-        (json_out, json.dumps(report.to_dict(), indent=1) + "\n"),
-        (markdown_out, markdown(report)),
+    for option, path, text in (
+        ("--json", json_out, json.dumps(report.to_dict(), indent=1) + "\n"),
+        ("--markdown", markdown_out, markdown(report)),
     ):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            try:
+                write_report(path, text, option)
+            except OutputError as exc:
+                fail(exc.line())
             out.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def _holds_data(path: Path) -> bool:
+    """Whether ``path`` is a file with something in it (what a fresh run would overwrite)."""
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def label(
@@ -267,6 +293,11 @@ def kernels(
     With --executor ray the tasks are measured side by side, one per GPU (or CPU) of the cluster,
     without the warm-up phase.
     """
+    problem = seconds_problem("--timeout", timeout) or outputs_problem(
+        (("--json", json_out), ("--markdown", markdown_out))
+    )
+    if problem:
+        fail(problem)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from nodice.bench.kernels import load_report, run_kernel_bench
@@ -275,11 +306,6 @@ def kernels(
     from nodice.evaluation.executor import ExecutorConfig
     from nodice.tasks import CATALOG
 
-    problem = seconds_problem("--timeout", timeout) or next(
-        (p for p in (output_problem("--json", json_out), output_problem("--markdown", markdown_out)) if p), ""
-    )
-    if problem:
-        fail(problem)
     try:
         spread = ExecutorConfig(executor, jobs, ray_address).validate()
         dev = _device(device, remote=executor == "ray")

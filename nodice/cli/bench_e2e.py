@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from nodice.cli.common import err, fail, wrote
+from nodice.cli.common import err, fail, outputs_problem, wrote
 from nodice.errors import NodiceError
 
 PHASES = ("invariance", "tax", "forward", "profile")
@@ -86,6 +86,9 @@ def e2e(
 
     Exits 1 when nodice shows a mismatch.
     """
+    problem = outputs_problem((("--json", json_out), ("--markdown", markdown_out)))
+    if problem:
+        fail(problem)
     try:
         import nodice.integrations.transformers  # noqa: F401  (on CPU: Triton's interpreter before transformers)
     except ImportError as exc:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from nodice.cli.common import VERDICT_STYLE, err, fail, out, seconds_problem
+from nodice.cli.common import VERDICT_STYLE, err, fail, out, outputs_problem, seconds_problem
 from nodice.errors import NodiceError
 from nodice.evaluation.request import EvaluationRequest
 from nodice.gate.result import CheckResult
@@ -152,7 +152,15 @@ def check(
     where = _Where(device, isolation, timeout, store, as_json)
     if static_only and dynamic_only:
         _refuse("--static-only and --dynamic-only exclude each other", where, str(file), task or "")
-    problem = _option_problem(seed, timeout, sandbox, static_only, store, trace)
+    problem = _option_problem(seed, timeout, sandbox, static_only, store, trace) or outputs_problem(
+        [("--trace", trace), ("--store", store)],
+        [
+            ("the solution" if definition is not None else "the candidate", file),
+            ("--definition", definition),
+            ("--reference", reference),
+            *(("--contract", c) for c in contract or ()),
+        ],
+    )
     if problem:
         _refuse(problem, where, str(file), task or "")
 
@@ -188,6 +196,7 @@ def check(
         refuse("--trace records an evaluation in the sandbox: drop --static-only and --no-sandbox")
     import tempfile
 
+    from nodice.bench.output import OutputError
     from nodice.integrations import flashinfer_bench as fib
 
     with tempfile.TemporaryDirectory(prefix="nodice-solution-") as folder:
@@ -201,8 +210,8 @@ def check(
             if trace is not None and evaluation is not None:
                 try:
                     n = fib.write_traces(evaluation, prepared, trace)
-                except OSError as exc:
-                    refuse(f"--trace {trace}: cannot write it ({exc.strerror or exc})")
+                except OutputError as exc:
+                    refuse(f"--trace {exc.line()}")
                 err.print(f"{n} FlashInfer-Bench trace(s) written to {trace}", markup=False, highlight=False)
 
         bench = bench or trace is not None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -39,14 +39,58 @@ def seconds_problem(option: str, seconds: float | None) -> str:
 
 
 def output_problem(option: str, path: Path | None) -> str:
-    """Why ``path`` cannot be written as an output file (a folder, or under a file), or ""."""
+    """Why ``path`` cannot be written as an output file (a folder, under a file, not writable), or ""."""
+    import os
+
     if path is None:
         return ""
     if path.is_dir():
         return f"{option} {path} is a folder: give a file name"
     for parent in path.parents:
         if parent.exists():
-            return "" if parent.is_dir() else f"{option} {path}: {parent} is a file, not a folder"
+            if not parent.is_dir():
+                return f"{option} {path}: {parent} is a file, not a folder"
+            break
+    target = Path(os.path.realpath(path))
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{option} {path}: not writable"
+    # A regular file is written beside itself and moved over (nodice.bench.output): its folder, or
+    # the nearest one that exists, must take a new file.
+    if not target.exists() or target.is_file():
+        folder = next((p for p in target.parents if p.exists()), None)
+        if folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+            return f"{option} {path}: folder {folder} is not writable"
+    return ""
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: through symlinks, ``..`` and hard links."""
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): the paths they resolve to
+        return Path(os.path.realpath(a)) == Path(os.path.realpath(b))
+
+
+def outputs_problem(
+    outputs: Sequence[tuple[str, Path | None]], inputs: Sequence[tuple[str, Path | None]] = ()
+) -> str:
+    """Why a command's output files cannot be written: one that :func:`output_problem` refuses, two
+    options naming one file (one would overwrite the other), or an output that is one of the command's
+    inputs (writing it would destroy what is read); "" when none. Options given None are left out."""
+    given = [(o, p) for o, p in outputs if p is not None]
+    for option, path in given:
+        problem = output_problem(option, path)
+        if problem:
+            return problem
+    for i, (option, path) in enumerate(given):
+        for other, other_path in given[i + 1 :]:
+            if same_file(path, other_path):
+                return f"{option} and {other} name one file ({path}): give each output its own"
+        for source, source_path in inputs:
+            if source_path is not None and same_file(path, source_path):
+                return f"{option} {path} is the same file as {source} {source_path}: it would be overwritten"
     return ""
 
 
@@ -61,9 +105,13 @@ def fail(message: str, code: int = EXIT_ERROR, json_object: dict[str, Any] | Non
 
 def wrote(markdown_path: Path | None, markdown: Callable[[], str], json_path: Path | None) -> None:
     """Write a report's Markdown (when asked) and say which files a command wrote."""
+    from nodice.bench.output import OutputError, write_report
+
     if markdown_path is not None:
-        markdown_path.parent.mkdir(parents=True, exist_ok=True)
-        markdown_path.write_text(markdown(), encoding="utf-8")
+        try:
+            write_report(markdown_path, markdown(), "--markdown")
+        except OutputError as exc:
+            fail(exc.line())
         out.print(f"wrote {markdown_path}", markup=False, highlight=False)
     if json_path is not None:
         out.print(f"wrote {json_path}", markup=False, highlight=False)

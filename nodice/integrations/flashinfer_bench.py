@@ -105,11 +105,14 @@ def traces(evaluation: Evaluation, prepared: PreparedSolution) -> list[Any]:
 
 
 def write_traces(evaluation: Evaluation, prepared: PreparedSolution, path: str | Path) -> int:
-    """Write the evaluation's traces to ``path`` (JSONL, FlashInfer-Bench's own writer); returns the count."""
-    from flashinfer_bench.data import save_jsonl_file
+    """Write the evaluation's traces to ``path`` (JSONL, one trace a line, as FlashInfer-Bench's
+    ``save_jsonl_file`` writes them, but whole or not at all); returns the count.
+    :class:`~nodice.bench.output.OutputError` when the file cannot be written."""
+    from nodice.bench.output import write_report
 
     records = traces(evaluation, prepared)
-    save_jsonl_file(records, path)
+    text = "\n".join(r.model_dump_json(indent=None) for r in records) + "\n"
+    write_report(Path(path), text)
     return len(records)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from nodice.bench.output import write_report
 from nodice.integrations.transformers.batches import LEDGER
 from nodice.integrations.transformers.enable import (
     Integration,
@@ -514,11 +515,9 @@ def profile_generate(
 
 
 def _write(path: Path | None, report: dict[str, Any]) -> None:
+    """The report, whole or not at all (through a symlink); an error line when it cannot be written."""
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_report(path, json.dumps(report, indent=1) + "\n", "--json")
 
 
 def _shared_copy(model: Any) -> Any:
