@@ -310,3 +310,8 @@ def test_reports_are_written_through_symlinks_and_unwritable_ones_are_one_line(t
         assert proc.returncode == 2 and lines == [
             "--markdown /dev/full: cannot write it (No space left on device)"
         ]
+    # A progress file whose provenance line is lost (no versions, no timing) is still rescored.
+    progress.write_text(progress.read_text().splitlines()[1] + "\n")
+    proc = run_cli(*rescore, "--markdown", str(md), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and md.read_text().strip()

@@ -374,6 +374,8 @@ def rescore(pool: Pool, device: str, report_path: Path, split: str | None = None
         k: head.get(k, "") for k in ("date", "machine", "versions", "command", "seed", "timing")
     }
     meta["seed"] = int(meta["seed"] or 0)
+    for key in ("versions", "timing"):  # objects in the report; a progress file may lack them
+        meta[key] = meta[key] if isinstance(meta[key], dict) else {}
     meta["command"] = f"{meta['command']} (rescored against the labels of {_labels_date(pool, device)})"
     if split is None:
         return assemble(pool, device, runs, meta)
