@@ -41,6 +41,21 @@ def test_unusable_limits_and_seeds_are_refused(args: list[str], expected: str) -
     _one_line_error(run_cli("check", str(SEED), "--task", "rmsnorm", "--device", "cpu", *args), expected)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["bench", "e2e", "--seed", str(2**64)], f"--seed must be between 0 and 2**63 - 1, not {2**64}"),
+        (["bench", "e2e", "-c", "4", "-c", "0"], "--concurrency must be 1 or more, not 0"),
+        (["bench", "kernels", "--task", "rmsnorm", "--seed", "-1"], "--seed must be between 0 and 2**63 - 1"),
+        (["bench", "detector", "--seed", str(2**63)], "--seed must be between 0 and 2**63 - 1"),
+        (["audit", str(SEED), "--task", "rmsnorm", "--timeout", "nan"], "--timeout must be a positive"),
+        (["audit", str(SEED), "--task", "rmsnorm", "--seed", "-2"], "--seed must be between 0 and 2**63 - 1"),
+    ],
+)
+def test_unusable_limits_and_seeds_are_refused_by_every_command(args: list[str], expected: str) -> None:
+    _one_line_error(run_cli(*args, "--device", "cpu"), expected)
+
+
 def test_a_store_that_cannot_be_used_is_refused_before_the_gate(tmp_path: Path) -> None:
     folder = tmp_path / "a_folder"
     folder.mkdir()

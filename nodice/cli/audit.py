@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from nodice.audit import AuditRow, audit_callable, audit_file, audit_named_baseline, expand, summary
-from nodice.cli.common import fail, out
+from nodice.cli.common import fail, out, seconds_problem, seed_problem
 from nodice.errors import NodiceError
 from nodice.gate.result import EXIT_ERROR, EXIT_PASS, EXIT_REJECTED
 
@@ -47,6 +47,9 @@ def audit(
     """BI audit of existing kernels: a table of verdicts and mechanisms."""
     if not targets and not baseline:
         raise typer.BadParameter("give files, folders, dotted callables or --baseline NAME")
+    problem = seed_problem(seed) or seconds_problem("--timeout", timeout)
+    if problem:
+        fail(problem)
     if reference is not None or batch_size is not None or eval_mode:
         from nodice.references import task_from_options
 

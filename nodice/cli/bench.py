@@ -15,7 +15,7 @@ from nodice.bench.detector.report import markdown, render
 from nodice.bench.detector.run import MODES, CandidateRun, load_runs, rescore, run_detector, run_meta
 from nodice.bench.output import OutputError, write_report
 from nodice.cli.bench_e2e import e2e
-from nodice.cli.common import err, fail, out, outputs_problem, seconds_problem, wrote
+from nodice.cli.common import err, fail, out, outputs_problem, seconds_problem, seed_problem, wrote
 from nodice.errors import NodiceError
 
 PoolOpt = Annotated[
@@ -88,7 +88,7 @@ def detector(
 
     outputs = (("--json", json_out), ("--markdown", markdown_out), ("--progress", progress_out))
     inputs = (("--labels", labels or (pool or default_root()) / LABELS_FILE), ("--rescore", rescore_from))
-    problem = seconds_problem("--timeout", timeout) or outputs_problem(outputs, inputs)
+    problem = seed_problem(seed) or seconds_problem("--timeout", timeout) or outputs_problem(outputs, inputs)
     if not problem and progress_out is not None and not resume and _holds_data(progress_out):
         problem = (
             f"--progress {progress_out} already holds results: add --resume to continue it, "
@@ -293,8 +293,10 @@ def kernels(
     With --executor ray the tasks are measured side by side, one per GPU (or CPU) of the cluster,
     without the warm-up phase.
     """
-    problem = seconds_problem("--timeout", timeout) or outputs_problem(
-        (("--json", json_out), ("--markdown", markdown_out))
+    problem = (
+        seed_problem(seed)
+        or seconds_problem("--timeout", timeout)
+        or outputs_problem((("--json", json_out), ("--markdown", markdown_out)))
     )
     if problem:
         fail(problem)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from nodice.cli.common import err, fail, outputs_problem, wrote
+from nodice.cli.common import err, fail, outputs_problem, seed_problem, wrote
 from nodice.errors import NodiceError
 
 PHASES = ("invariance", "tax", "forward", "profile")
@@ -86,7 +86,12 @@ def e2e(
 
     Exits 1 when nodice shows a mismatch.
     """
-    problem = outputs_problem((("--json", json_out), ("--markdown", markdown_out)))
+    low = [c for c in concurrency or [] if c < 1]
+    problem = (
+        seed_problem(seed)
+        or (f"--concurrency must be 1 or more, not {low[0]}" if low else "")
+        or outputs_problem((("--json", json_out), ("--markdown", markdown_out)))
+    )
     if problem:
         fail(problem)
     try:

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from nodice.cli.common import VERDICT_STYLE, err, fail, out, outputs_problem, seconds_problem
+from nodice.cli.common import (
+    VERDICT_STYLE,
+    err,
+    fail,
+    out,
+    outputs_problem,
+    seconds_problem,
+    seed_problem,
+)
 from nodice.errors import NodiceError
 from nodice.evaluation.request import EvaluationRequest
 from nodice.gate.result import CheckResult
@@ -219,10 +227,6 @@ def check(
         _run_check(request(candidate, prepared.task, prepared.entry, bench), candidate, where, finish)
 
 
-# torch seeds its generators with a signed 64-bit integer.
-_SEED_RANGE = (0, 2**63 - 1)
-
-
 def _option_problem(
     seed: int | None,
     timeout: float | None,
@@ -232,8 +236,8 @@ def _option_problem(
     trace: Path | None,
 ) -> str:
     """What is wrong with the options that take a value nodice cannot use ("" when nothing is)."""
-    if seed is not None and not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
-        return f"--seed must be between 0 and 2**63 - 1, not {seed}"
+    if seed_problem(seed):
+        return seed_problem(seed)
     if timeout is not None:
         problem = seconds_problem("--timeout", timeout)
         if problem:

@@ -29,6 +29,17 @@ VERDICT_STYLE = {
 DeviceOpt = Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if available)")]
 
 
+# torch seeds its generators with a signed 64-bit integer.
+SEED_RANGE = (0, 2**63 - 1)
+
+
+def seed_problem(seed: int | None, option: str = "--seed") -> str:
+    """Why ``seed`` cannot seed the gate or a workload (outside 0 … 2**63 − 1), or ""."""
+    if seed is None or SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        return ""
+    return f"{option} must be between 0 and 2**63 - 1, not {seed}"
+
+
 def seconds_problem(option: str, seconds: float | None) -> str:
     """Why ``seconds`` cannot be a limit (not a finite positive number), or "" (also when not given)."""
     import math
