@@ -209,11 +209,39 @@ def test_label_and_benchmark_end_to_end(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "again.json").read_text())["scores"] == report["scores"]
 
 
-@pytest.mark.parametrize("args", [["--pool", "no/such/folder"], ["--device", "tpu"]])
-def test_benchmark_bad_input_is_one_line(args: list[str]) -> None:
-    proc = run_cli("bench", "detector", *args, timeout=60)
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["detector", "--pool", "no/such/folder"], "no/such/folder"),
+        (["detector", "--device", "tpu"], "tpu"),
+        (
+            ["detector", "--device", "cpu", "--task", "bogus"],
+            "--task bogus: no candidate of the pool has that task",
+        ),
+        (["detector", "--device", "cpu", "--resume"], "--resume continues a --progress file"),
+        (
+            ["label", "--device", "cpu", "--task", "bogus", "--out", "{tmp}/l.json"],
+            "--task bogus: not in the pool",
+        ),
+        (["label", "--device", "cpu", "--out", "{tmp}/file/labels.json"], "file is a file, not a folder"),
+    ],
+)
+def test_benchmark_bad_input_is_one_line(tmp_path: Path, args: list[str], line: str) -> None:
+    (tmp_path / "file").write_text("x")
+    proc = run_cli("bench", *(a.format(tmp=tmp_path) for a in args), timeout=60)
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and line in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "l.json").exists()
+
+
+def test_labels_go_to_a_new_folder(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "folder" / "labels.json"
+    cmd = ("bench", "label", "--device", "cpu", "--candidate", "rmsnorm/split_count_helper_function")
+    proc = run_cli(*cmd, "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    labels = json.loads(out.read_text())["candidates"]
+    assert labels["rmsnorm/split_count_helper_function"]["labels"]["cpu"]["label"] == "violating"
 
 
 def test_unusable_labels_and_outputs_are_one_line_before_any_candidate(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ being covered by its own tests.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -311,9 +310,8 @@ def test_verdicts_persist_with_the_versions_in_their_key(
     )
     assert entries[gemm]["verdict"] == "pass" and entries[gemm]["dtypes"] == ["float32", "float16"]
     forget_verdicts()
-    t0 = time.perf_counter()
     verdict = gate_verdict("gemm", bundled_kernel("gemm"), torch.device("cpu"), verdict_file)
-    assert verdict.source == "disk" and verdict.passed and time.perf_counter() - t0 < 1.0
+    assert verdict.source == "disk" and verdict.passed  # read back, not judged again
 
 
 def test_bad_arguments_are_one_clear_error() -> None:

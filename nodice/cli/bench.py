@@ -89,6 +89,8 @@ def detector(
     outputs = (("--json", json_out), ("--markdown", markdown_out), ("--progress", progress_out))
     inputs = (("--labels", labels or (pool or default_root()) / LABELS_FILE), ("--rescore", rescore_from))
     problem = seed_problem(seed) or seconds_problem("--timeout", timeout) or outputs_problem(outputs, inputs)
+    if not problem and resume and progress_out is None:
+        problem = "--resume continues a --progress file: give --progress FILE"
     if not problem and progress_out is not None and not resume and _holds_data(progress_out):
         problem = (
             f"--progress {progress_out} already holds results: add --resume to continue it, "
@@ -103,6 +105,9 @@ def detector(
     except NodiceError as exc:
         fail(exc.line())
         return
+    problem = _unknown_tasks(task, the_pool)
+    if problem:
+        fail(problem)
 
     done_before: list[CandidateRun] = []
     if progress_out is not None and resume and progress_out.exists():
@@ -199,6 +204,10 @@ def label(
     """Label the pool with the brute-force oracle on one device (other devices' labels are kept)."""
     from nodice.bench.detector.labeling import label_pool
 
+    problem = seconds_problem("--timeout", timeout) or outputs_problem((("--out", out_file),))
+    if problem:
+        fail(problem)
+
     def progress(key: str, lab: OracleLabel) -> None:
         took = lab.evidence.get("seconds")
         shown = f" ({took:.1f} s)" if isinstance(took, (int, float)) else ""
@@ -229,6 +238,15 @@ def label(
         counts[lab] = counts.get(lab, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     out.print(f"{dev} labels: {summary}; wrote {path}", markup=False, highlight=False)
+
+
+def _unknown_tasks(tasks: list[str] | None, pool: Any) -> str:
+    """Why a --task names no candidate of the pool ("" when every one does)."""
+    known = sorted({e.spec.task for e in pool.entries})
+    unknown = [t for t in tasks or [] if t not in known]
+    if not unknown:
+        return ""
+    return f"--task {', '.join(unknown)}: no candidate of the pool has that task (tasks: {', '.join(known)})"
 
 
 def _chosen_workloads(items: list[str], tasks: list[str], device: str) -> dict[str, list[str]]:

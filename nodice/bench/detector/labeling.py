@@ -7,7 +7,6 @@ machine) live side by side in one file.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,11 +20,13 @@ from nodice.bench.detector.pool import (
     OracleLabel,
     Pool,
     PoolEntry,
+    PoolError,
     load_manifest,
     load_pool,
     source_digest,
 )
 from nodice.bench.detector.workers import JobOutcome, gpu_count, run_jobs
+from nodice.bench.output import write_report
 from nodice.measuring.provenance import environment
 from nodice.tasks import available, get_task
 
@@ -50,6 +51,13 @@ def label_pool(
     started again goes on where the stopped one was.
     """
     specs = [s for s in load_manifest(root) if s.task in available()]
+    for option, asked, known in (
+        ("--task", tasks, {s.task for s in specs}),
+        ("--candidate", keys, {s.key for s in specs}),
+    ):
+        unknown = [x for x in asked or [] if x not in known]
+        if unknown:
+            raise PoolError(f"{option} {', '.join(unknown)}: not in the pool {root}")
     target = labels or root / LABELS_FILE
     before = load_pool(root, target) if target.exists() else None
     previous = {e.spec.key: e for e in before.entries} if before else {}
@@ -100,9 +108,8 @@ def label_pool(
 
 
 def save_atomically(pool: Pool, target: Path) -> None:
-    tmp = target.with_suffix(".tmp")
-    pool.save(tmp)
-    os.replace(tmp, target)
+    """The labels, whole or not at all; :class:`~nodice.bench.output.OutputError` when they cannot be."""
+    write_report(target, pool.to_json(), "--out")
 
 
 def _provenance(device: str, specs: list[CandidateSpec]) -> dict[str, Any]:

@@ -105,9 +105,12 @@ class Pool:
             },
         }
 
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
+
     def save(self, path: Path | None = None) -> Path:
         target = path or self.root / LABELS_FILE
-        target.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n")
+        target.write_text(self.to_json())
         return target
 
 

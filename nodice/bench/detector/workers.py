@@ -127,11 +127,13 @@ def run_jobs(
                 if w.conn in ready:
                     try:
                         _, result, error = w.conn.recv()
+                    except (EOFError, OSError):
+                        finish(w, None, f"worker died (exit code {w.proc.exitcode})")
+                    else:
+                        # Outside the try: what on_done raises (a labels file it cannot write) is the
+                        # caller's error, not this worker's death.
                         finish(w, result, error)
                         continue
-                    except (EOFError, OSError):
-                        code = w.proc.exitcode
-                        finish(w, None, f"worker died (exit code {code})")
                 elif time.perf_counter() - w.job[1] >= timeout_s:
                     finish(w, None, f"timed out after {timeout_s:.0f} s")
                 else:
