@@ -443,3 +443,74 @@ def test_a_strided_output_is_judged_by_its_values(tmp_path: Path) -> None:
     )
     r = check(cand, reference_task_name(ref), device="cpu", entry="ModelNew", seed=0)
     assert r.verdict == "pass", r.reason
+
+
+def _elementwise(body: str) -> str:
+    """A reference file whose Model returns ``body`` of its input ``x[8, 6]``."""
+    return f"""
+    import torch
+    from torch import nn
+
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return {body}
+
+
+    def get_inputs():
+        return [torch.randn(8, 6)]
+
+
+    def get_init_inputs():
+        return []
+    """
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("x * float('nan')", "NaN at out[0, 0] for finite inputs"),
+        ("x.abs() * float('inf')", "no finite value in out for finite inputs (out[0, 0] is inf)"),
+    ],
+    ids=["nan", "inf"],
+)
+def test_a_reference_with_no_number_to_compare_is_refused_not_passed(
+    tmp_path: Path, body: str, why: str
+) -> None:
+    """Before, any ModelNew passed correctness against it (a NaN compares as within tolerance)."""
+    ref = _write(tmp_path, "ref.py", _elementwise(body))
+    new = _write(
+        tmp_path,
+        "new.py",
+        "from torch import nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
+    )
+    proc = run_cli("check", str(new), "--reference", str(ref), "--device", "cpu", "--json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    payload = json.loads(proc.stdout)
+    line = f"bad reference: ref.py: Model returns {why}: no candidate can be judged against it"
+    assert payload["verdict"] == "error" and payload["error"] == line
+    assert proc.stderr == f"{line}\n"
+
+
+def test_an_infinity_among_finite_values_is_matched_exactly(tmp_path: Path) -> None:
+    """log(relu(x)) is -inf where x <= 0, a value of the operation: the same -inf passes, a finite
+    stand-in there is incorrect (before, anything passed wherever the reference was infinite)."""
+    ref = _write(tmp_path, "ref.py", _elementwise("torch.log(torch.relu(x))"))
+    task = reference_task_name(ref)
+    same = _write(
+        tmp_path,
+        "same.py",
+        "import torch\nfrom torch import nn\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.log(torch.relu(x))\n",
+    )
+    floored = _write(
+        tmp_path,
+        "floored.py",
+        "import torch\nfrom torch import nn\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.log(torch.relu(x) + 1e-30)\n",
+    )
+    passed = check(same, task, device="cpu", entry="ModelNew", dynamic=False, seed=0)
+    assert passed.verdict == "pass", passed.reason
+    rejected = check(floored, task, device="cpu", entry="ModelNew", dynamic=False, seed=0)
+    assert rejected.verdict == "incorrect" and rejected.exit_code == 1
+    assert rejected.reason.endswith("reference -inf (a non-finite reference value is matched exactly)")

@@ -20,18 +20,35 @@ def has_own_correctness(task: Task) -> bool:
 
 
 def compare(task: Task, out: Output, ref: Output, dtype: torch.dtype) -> tuple[bool, str, float]:
-    """Elementwise ``|out - ref| <= atol + rtol·|ref|`` with NaN/Inf rejected."""
+    """Elementwise ``|out - ref| <= atol + rtol·|ref|`` where the reference is finite, NaN/Inf rejected
+    there; where it is not (a -inf log-sum-exp of a row that attends to nothing), the same value exactly:
+    a non-finite reference accepts no value but its own (a reference that returns NaN for the gate's
+    finite inputs is refused before any comparison, ``nodice.tasks.reference_output``)."""
     tol = task.tolerance(dtype)
     outs = out if isinstance(out, tuple) else (out,)
     refs = ref if isinstance(ref, tuple) else (ref,)
     worst = 0.0
     for name, o, r in zip(task.output_names, outs, refs, strict=True):
         of, rf = o.float(), r.float()
-        bad_values = ~torch.isfinite(of) & torch.isfinite(rf)
+        finite_ref = torch.isfinite(rf)
+        bad_values = ~torch.isfinite(of) & finite_ref
         if bool(bad_values.any()):
             idx = [int(i) for i in torch.nonzero(bad_values)[0]]
             return False, f"{name}{idx} is {of[tuple(idx)].item()} (NaN/Inf or never written)", float("inf")
         err = (of - rf).abs()
+        if not bool(finite_ref.all()):
+            # NaN where the reference is NaN, the same infinity where it is one.
+            unlike = ~finite_ref & ~((of == rf) | (torch.isnan(of) & torch.isnan(rf)))
+            if bool(unlike.any()):
+                idx = [int(i) for i in torch.nonzero(unlike)[0]]
+                at = tuple(idx)
+                return (
+                    False,
+                    f"{name}{idx} = {of[at].item():.6g}, reference {rf[at].item()} (a non-finite "
+                    "reference value is matched exactly)",
+                    float("inf"),
+                )
+            err = torch.where(finite_ref, err, 0.0)
         limit = tol.atol + tol.rtol * rf.abs()
         over = err > limit
         worst = max(worst, float(err.max()) if err.numel() else 0.0)

@@ -219,7 +219,7 @@ def check(
         result.notes.append(f"seed={seed}")
         t0 = time.perf_counter()
         # The operator first: a reference that couples samples blames no one.
-        if check_applicable(t, dev, seed):
+        if check_applicable(t, dev, seed, runs=correctness or dynamic):
             result.stages.append(StageResult("applicability", "pass", _ms(t0)))
         p = Path(path)
         # A file that does not parse or never binds its entry point is refused before any stage.

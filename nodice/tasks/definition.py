@@ -29,6 +29,7 @@ import torch
 from nodice.errors import DefinitionError, EntryPointError
 from nodice.tasks.base import BIContext, Output, Problem, Task, Tolerance, Workload, signature_names
 from nodice.tasks.definition_adapters import ADAPTERS, Adapter, adapter_for
+from nodice.tasks.definition_reference import as_outputs, compile_reference, reference_file, run_reference
 from nodice.tasks.definition_sizes import (
     definition_problem,
     definition_workload_inputs,
@@ -249,15 +250,7 @@ class _DefinitionTask:
     # ---- the definition's reference ------------------------------------------------------
     @functools.cached_property
     def _reference_run(self) -> Callable[..., Any]:
-        namespace: dict[str, Any] = {"__name__": f"flashinfer_definition_{self.definition.name}"}
-        try:
-            exec(compile(self.definition.reference, f"<{self.definition.name}.reference>", "exec"), namespace)
-        except Exception as exc:
-            raise DefinitionError(
-                f"definition {self.definition.name}: its reference fails to load: {exc}"
-            ) from None
-        fn: Callable[..., Any] = namespace["run"]
-        return fn
+        return compile_reference(self.definition)
 
     def _definition_inputs(self, args: tuple[Any, ...]) -> list[Any]:
         """The task's arguments as the definition's inputs, in its order and declared dtypes."""
@@ -282,16 +275,34 @@ class _DefinitionTask:
         return self.adapter.supply(args)[-missing:]
 
     def reference(self, *args: Any) -> Output:
-        outs = self._as_outputs(self._reference_run(*self._definition_inputs(args)))
-        floats = [o.dtype for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+        """The definition's reference on the task's arguments, as the task's output; what is wrong with the
+        reference is the definition's :class:`DefinitionError` (:mod:`nodice.tasks.definition_reference`)."""
+        outs = run_reference(self.definition, self._reference_run, self._definition_inputs(args), args)
+        floats = [o.dtype for o in outs if o.is_floating_point()]
         self._reference_floor = self._coarsest(self._reference_floor, *floats)
         return self.adapter.from_definition((*outs, *self._supplied(args)), args)
 
     def _as_outputs(self, out: Any) -> tuple[Any, ...]:
-        """A returned value as the definition's outputs in order (tuple, list, dict by name, one tensor)."""
-        if isinstance(out, dict):
-            return tuple(out[n] for n in self.definition.outputs if n in out)
-        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        return as_outputs(self.definition, out)
+
+    # ---- batch applicability (nodice.gate.applicability) ------------------------------------
+    @property
+    def reference_name(self) -> str:
+        return f"definition {self.definition.name}'s reference"
+
+    def reference_outputs(self, *args: Any) -> tuple[torch.Tensor, ...]:
+        """The reference on a batch, one tensor per output of the task: what the applicability check
+        compares, alone and in batches."""
+        out = self.reference(*args)
+        return out if isinstance(out, tuple) else (out,)
+
+    def reference_code(self) -> tuple[str, str, int | None]:
+        """The reference's source, the file name it runs under, and where the batch axis sits in the
+        shape of the first input that has it (None: none has)."""
+        axis = self.adapter.batch_axis
+        shapes = [list(s.shape) for s in self.definition.inputs.values() if s.shape and axis in s.shape]
+        where = shapes[0].index(axis) if shapes else None
+        return self.definition.reference, reference_file(self.definition), where
 
     # ---- the solution's entry point --------------------------------------------------------
     def bind_entry(

@@ -187,4 +187,21 @@ def adapter_for(definition: Any) -> Adapter:
             raise DefinitionError(
                 f"definition {name}: nodice adapts {op} with {axis} {want} ({why}), not {consts.get(axis)}"
             )
+    why = adapter.refuse_sizes(consts) if adapter.refuse_sizes is not None else ""
+    if why:
+        raise DefinitionError(f"definition {name}: {why}")
+    empty = _empty_axis(definition, adapter)
+    if empty:
+        raise DefinitionError(
+            f"definition {name}: const axis {empty} is {consts[empty]}: a size must be at least 1"
+        )
     return adapter
+
+
+def _empty_axis(definition: Any, adapter: Adapter) -> str | None:
+    """A const axis below 1 that a tensor of the definition or a size of the catalog task is made of."""
+    consts = definition.const_axes
+    used = set(adapter.const_dims.values())
+    for spec in (*definition.inputs.values(), *definition.outputs.values()):
+        used.update(spec.shape or ())
+    return next((a for a in consts if a in used and int(consts[a]) < 1), None)

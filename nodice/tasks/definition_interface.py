@@ -63,6 +63,9 @@ class Adapter:
     # The definition draws from torch's global generator (no per-request seed input): the gate seeds it
     # from the first request's seed before every call and judges the target first in its batch.
     shared_rng: bool = False
+    # Why the definition's const axes are sizes this interface cannot have ("" when they can): a rule of
+    # the operation itself (MoE routes each token to top_k of its experts), checked when it is read.
+    refuse_sizes: Callable[[Consts], str] | None = None
 
     def accepts(self, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> bool:
         """The definition's inputs are this interface's; its outputs too, optional ones aside."""

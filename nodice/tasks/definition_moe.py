@@ -22,6 +22,7 @@ quantized inputs, so both see the same numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -145,8 +146,32 @@ _SIZES = {"H": "hidden_size", "I": "intermediate_size", "top_k": "top_k"}
 _WEIGHTS = ("gemm1_weights", "gemm2_weights")
 
 
+def _routing_sizes(experts: str, block_scaled: bool) -> Callable[[Consts], str]:
+    """The sizes rule of an interface whose experts are the const axis ``experts``: each token is routed to
+    ``top_k`` distinct experts; one scale per 128 columns or rows needs sizes that are multiples of 128."""
+
+    def refuse(consts: Consts) -> str:
+        top_k, count = int(consts["top_k"]), int(consts[experts])
+        if not 1 <= top_k <= count:
+            return (
+                f"top_k {top_k} is not between 1 and {experts} ({count}): each token is routed to top_k "
+                "distinct experts"
+            )
+        for axis in ("hidden_size", "intermediate_size") if block_scaled else ():
+            if int(consts[axis]) % BLOCK:
+                return f"{axis} {consts[axis]} is not a multiple of {BLOCK}, the width of its scale blocks"
+        return ""
+
+    return refuse
+
+
 def _moe(
-    kind: str, inputs: tuple[str, ...], to_definition: Any, experts: str, names: tuple[Any, ...]
+    kind: str,
+    inputs: tuple[str, ...],
+    to_definition: Any,
+    experts: str,
+    names: tuple[Any, ...],
+    block_scaled: bool = False,
 ) -> Adapter:
     return Adapter(
         task="moe",
@@ -159,6 +184,7 @@ def _moe(
         const_dims={"E": experts, **_SIZES},
         var_dims={"T": "seq_len"},
         argument_names=names,
+        refuse_sizes=_routing_sizes(experts, block_scaled),
     )
 
 
@@ -191,6 +217,7 @@ MOE = (
         block_scale_inputs,
         "num_local_experts",
         (None, "routing_logits", None, None, None),
+        block_scaled=True,
     ),
     _moe(
         "renormalize routing, fp8 per-expert scales",

@@ -44,6 +44,7 @@ from nodice.tasks.reference_file import (
     read_reference,
     seeded,
 )
+from nodice.tasks.reference_output import unusable_output
 
 # KernelBench's tolerance (atol = rtol = 1e-2) for fp32 and fp16; bf16 keeps nodice's.
 TOLERANCES = {
@@ -247,6 +248,11 @@ class ReferenceTask(Task):
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         spec = self.output_spec(args)
         cast = tuple(o.to(dt).contiguous() for o, (_, dt) in zip(outs, spec, strict=True))
+        unusable = unusable_output(cast, self.output_names, args)
+        if unusable:
+            raise ReferenceFileError(
+                f"{self.ref.path.name}: Model returns {unusable}: no candidate can be judged against it"
+            )
         return cast if self.ref.returns_tuple else cast[0]
 
     def reference_exact(self, *args: Any) -> tuple[torch.Tensor, ...]:
