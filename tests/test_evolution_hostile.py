@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+from nodice.evolution.journal import Journal
 from nodice.evolution.knowledge import KnowledgeBase
 from nodice.evolution.lineage import Lineage
 from nodice.evolution.session import RunSession
@@ -46,3 +49,33 @@ def test_hostile_edits_are_refused(tmp_path: Path) -> None:
     finally:
         session.close()
     assert not (tmp_path / "evil.py").exists() and (run.root / "run.json").read_text().startswith("{")
+
+
+# Written at import: what a candidate could reach of the run by its own path or by relative paths.
+REACHES_FOR_THE_RUN = """import os
+from pathlib import Path
+
+for root in (Path.cwd(), Path.cwd().parent, *Path(__file__).resolve().parents[:3]):
+    if not (root / "run.json").is_file():  # only a nodice run's folder (never the tests' checkout)
+        continue
+    for name in ("results.sqlite", "state.json", "run.json", ".git/HEAD"):
+        if (root / name).is_file() and os.access(root / name, os.W_OK):
+            (root / name).write_text("overwritten by a candidate")
+"""
+
+
+def test_a_candidate_cannot_reach_the_run_by_its_paths(tmp_path: Path) -> None:
+    run, _, _ = prepare_run(EvolveOptions(task="rmsnorm", run_dir=tmp_path / "run", device="cpu", budget=10))
+    (run.workspace / "kernel.py").write_text(REACHES_FOR_THE_RUN + SEED)
+    kept = {name: (run.root / name).read_bytes() for name in ("run.json", ".git/HEAD")}
+    # As an agent's command calls it: from the workspace, beside the journal and the lineage.
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodice", "run", "eval", "--run-dir", str(run.root)],
+        cwd=run.workspace,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {name: (run.root / name).read_bytes() for name in kept} == kept
+    assert [a.outcome for a in Journal(run.store_path).attempts()] == ["eligible"]  # judged as usual

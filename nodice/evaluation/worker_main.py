@@ -14,6 +14,7 @@ import faulthandler
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -63,6 +64,11 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
     from nodice.tasks import all_tasks
 
     memory_note = apply_in_worker(memory_mb, device.type)
+    # A folder of its own as the working directory (removed by the parent with the worker): what a
+    # candidate writes by a relative path lands there, never in the caller's folder (an agent's
+    # `nodice run eval` runs in the run's workspace, beside the journal and the lineage).
+    home = tempfile.mkdtemp(prefix="nodice-worker-")
+    os.chdir(home)
     if device.type == "cuda":
         torch.cuda.init()
     torch.randn(1 << 20).sum()  # starts the intra-op thread pool, which a candidate's census must not count
@@ -82,6 +88,7 @@ def serve(conn: Connection, device_name: str | None, memory_mb: int | None) -> N
             "import_ms": round(import_ms, 1),
             "device": device.type,
             "memory_limit": memory_note,
+            "home": home,
             "environment": describe_environment(device.type),
         },
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -138,6 +139,7 @@ class WorkerProcess:
         self.started = t0
         self.ready = False
         self.device, self.memory_limit, self.import_ms, self.start_ms = "", "", 0.0, 0.0
+        self.home = ""  # the worker's working directory, made by the worker
         self.environment: dict[str, Any] = {}
         if wait:
             self.wait_ready()
@@ -159,6 +161,7 @@ class WorkerProcess:
         self.environment = info["environment"]
         self.memory_limit = info["memory_limit"]
         self.import_ms = info["import_ms"]
+        self.home = str(info.get("home", ""))
         self.start_ms = round((time.perf_counter() - self.started) * 1e3, 1)
         self.ready = True
 
@@ -253,6 +256,9 @@ class WorkerProcess:
                 self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): leave it
             self.proc.wait(10)
+        if self.home and self.proc.poll() is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = ""
 
     def close(self) -> None:
         if self.proc.poll() is None:

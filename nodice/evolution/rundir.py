@@ -273,9 +273,9 @@ class RunDir:
             target.write_text(text, encoding="utf-8")
 
     def snapshot(self, files: dict[str, str]) -> Path:
-        """A private copy of ``files`` to evaluate, so later edits cannot change what is judged."""
-        self.scratch.mkdir(exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="eval-", dir=self.scratch))
+        """A private copy of ``files`` to evaluate, so later edits cannot change what is judged. It lies
+        outside the run: a candidate's ``__file__`` does not lead to the run's journal or lineage."""
+        folder = Path(tempfile.mkdtemp(prefix="nodice-eval-"))
         for rel, text in files.items():
             target = folder / rel
             target.parent.mkdir(parents=True, exist_ok=True)
