@@ -48,9 +48,19 @@ def _compile(source: str, p: Path) -> None:
     try:
         compile(source, str(p), "exec")
     except SyntaxError as exc:
-        raise CandidateLoadError(f"syntax error in {p.name}:{exc.lineno}: {exc.msg}") from None
-    except ValueError as exc:  # e.g. null bytes
-        raise CandidateLoadError(f"cannot compile {p.name}: {exc}") from None
+        # Python names no line for some errors (a NUL byte): find it in the source.
+        line = exc.lineno if exc.lineno is not None else _nul_line(source)
+        where = f"{p.name}:{line}" if line is not None else p.name
+        raise CandidateLoadError(f"syntax error in {where}: {exc.msg}") from None
+    except ValueError as exc:  # e.g. null bytes (before Python 3.12)
+        line = _nul_line(source)
+        where = f"{p.name}:{line}" if line is not None else p.name
+        raise CandidateLoadError(f"cannot compile {where}: {exc}") from None
+
+
+def _nul_line(source: str) -> int | None:
+    at = source.find("\0")
+    return source.count("\n", 0, at) + 1 if at >= 0 else None
 
 
 # Ways a module can bind a name that its top-level statements do not show.

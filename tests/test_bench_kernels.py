@@ -94,6 +94,15 @@ def test_a_resumed_call_keeps_both_calls_provenance(rmsnorm_run: tuple[Any, Path
     _, out = rmsnorm_run
     first = json.loads((out / "k.json").read_text())
     partial = dict(first, tasks={"layernorm": first["tasks"]["rmsnorm"]})  # one task done, rmsnorm not
+    # A report of another machine is not continued here: its rows would be compared with this one's.
+    elsewhere = json.dumps(dict(partial, device="NVIDIA H200; host another CPU, 64 cores"))
+    (tmp_path / "k.json").write_text(elsewhere)
+    proc = _nodice(
+        "bench", "kernels", "--device", "cpu", "--task", "rmsnorm",
+        "--json", str(tmp_path / "k.json"), "--resume",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "was measured on NVIDIA H200; host another CPU" in proc.stderr
+    assert (tmp_path / "k.json").read_text() == elsewhere
     (tmp_path / "k.json").write_text(json.dumps(partial))
     proc = _nodice(
         "bench", "kernels", "--device", "cpu", "--task", "layernorm", "--task", "rmsnorm",

@@ -89,6 +89,16 @@ def test_missing_file_and_unknown_task(tmp_path: Path) -> None:
     assert "Traceback" not in unknown.stderr
 
 
+def test_a_nul_byte_is_named_by_its_line(tmp_path: Path) -> None:
+    from nodice.errors import NodiceError
+    from nodice.loader import check_source
+
+    cand = tmp_path / "cand.py"
+    cand.write_text("import torch\n\ndef kernel(x, weight, eps):\n    return x\x00\n")
+    with pytest.raises(NodiceError, match=r"cand\.py:4: source code string cannot contain null bytes"):
+        check_source(cand, "kernel")
+
+
 def test_hanging_kernel_times_out(tmp_path: Path) -> None:
     cand = tmp_path / "hang.py"
     cand.write_text("import time\n\ndef kernel(x, weight, eps):\n    time.sleep(3600)\n")

@@ -219,6 +219,12 @@ def run_kernel_bench(
                 raise KernelBenchError(
                     f"{json_path} was measured on {report.get('device_type')}, not {device}"
                 )
+            here = None if on_ray else environment(device)[0]
+            if here is not None and report.get("device") not in (None, here):
+                # One report holds one machine's numbers: its rows are compared with each other.
+                raise KernelBenchError(
+                    f"{json_path} was measured on {report.get('device')}, not on this machine ({here})"
+                )
             ceilings_dict = report.get("ceilings") or {}
         elif on_ray:
             from nodice.bench.ray_jobs import measure_on_cluster
