@@ -303,6 +303,12 @@ def test_requests_alone_are_shared_by_shard_kept_across_runs_and_only_the_missin
     assert len(AloneStore(whole_file, stored["key"]).outcomes) == 3
     # Other settings (another seed: other requests) never read those files.
     assert AloneStore(whole_file, {**stored["key"], "seed": 1}).outcomes == {}
+    # A damaged store is a cache lost, never a traceback: what is not an outcome is run again.
+    good = json.loads(whole_file.read_text())
+    bent = {**good, "outcomes": {**good["outcomes"], lost: {"tokens": "x", "logits": [1]}}}
+    for damaged, kept in (([1, 2], 0), ({"key": good["key"], "outcomes": [1]}, 0), (bent, 2)):
+        (tmp_path / "damaged.json").write_text(json.dumps(damaged))
+        assert len(AloneStore(tmp_path / "damaged.json", good["key"]).outcomes) == kept
     # A file where the folder should be is one line and exit 2, before any model is built.
     bad = CliRunner().invoke(app, [*args[:-1], str(whole_file)])
     assert bad.exit_code == 2 and "not a folder" in bad.output

@@ -235,16 +235,20 @@ class AloneStore:
 
     @staticmethod
     def _read(path: Path, key: dict[str, Any]) -> dict[str, Outcome]:
+        # A cache: a file that cannot be read, or an entry that is not an outcome, is recomputed.
         try:
             data = json.loads(path.read_text()) if path.is_file() else {}
         except (OSError, ValueError):
             data = {}
-        if data.get("key") != key:
+        if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("outcomes"), dict):
             return {}
         return {
-            rid: Outcome(tuple(o["tokens"]), tuple(o["logits"]), o.get("error", ""))
-            for rid, o in data.get("outcomes", {}).items()
-            if not o.get("error")
+            rid: Outcome(tuple(o["tokens"]), tuple(o["logits"]))
+            for rid, o in data["outcomes"].items()
+            if isinstance(o, dict)
+            and not o.get("error")
+            and _integers(o.get("tokens"))
+            and _integers(o.get("logits"))
         }
 
     def add(self, outcomes: dict[str, Outcome]) -> None:
@@ -254,6 +258,10 @@ class AloneStore:
         body = {rid: asdict(o) for rid, o in self.outcomes.items()}
         tmp.write_text(json.dumps({"key": self.key, "outcomes": body}))
         tmp.replace(self.path)
+
+
+def _integers(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value)
 
 
 def alone_key(
