@@ -182,9 +182,10 @@ def import_file(path: str | Path, prefix: str) -> tuple[Path, str, Any]:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and not interrupts_are_raised():
             raise
+        lines = str(exc).strip().splitlines()  # the first line of a message of several
+        message = f": {lines[0]}" + (" …" if len(lines) > 1 else "") if lines else ""
         raise CandidateLoadError(
-            f"importing {p.name} failed at {_where(exc, p)}: {type(exc).__name__}"
-            + (f": {exc}" if str(exc) else "")
+            f"importing {p.name} failed at {_where(exc, p)}: {type(exc).__name__}{message}"
         ) from None
     finally:
         if sys.path and sys.path[0] == folder:

@@ -23,6 +23,10 @@ def kernel(x, weight, eps):
 BAD_INPUTS = {
     "syntax_error": ("def kernel(x, weight, eps)\n    return x\n", "syntax error in cand.py:1"),
     "import_error": ("import not_a_module_nodice\n" + GOOD_KERNEL, "ModuleNotFoundError"),
+    "import_raises_two_lines": (
+        "raise ValueError('first\\nsecond')\n" + GOOD_KERNEL,
+        "importing cand.py failed at cand.py:1: ValueError: first …",
+    ),
     "no_kernel": ("def other(x, weight, eps):\n    return x\n", "defines no 'kernel'"),
     "not_callable": ("kernel = 3\n", "is not callable"),
     "wrong_arity": ("def kernel(x, weight):\n    return x\n", "the task passes 3"),
