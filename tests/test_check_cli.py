@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nodice.tasks import get_task
 from tests.conftest import EXAMPLES, run_cli
 
 RMSNORM = EXAMPLES / "rmsnorm"
@@ -203,6 +204,10 @@ def test_tasks_lists_signatures() -> None:
     assert "rmsnorm" in names
     assert names["rmsnorm"]["signature"].startswith("kernel(x[B,H]")
     assert len(names["rmsnorm"]["workloads"]) >= 3
+    # The workloads a CPU run is scored on (what `evolve --workload` takes there), by name.
+    small = [w.name for w in get_task("attention_varlen").small_workloads()]
+    assert small and [w["name"] for w in names["attention_varlen"]["cpu_workloads"]] == small
+    assert f"on a CPU (Triton's interpreter): {', '.join(small)}" in run_cli("tasks").stdout
 
 
 def test_a_kernel_that_needs_cuda_says_how_to_judge_it_on_a_cpu(tmp_path: Path) -> None:

@@ -35,6 +35,9 @@ def tasks(
             shape = ", ".join(f"{k}={v}" for k, v in w.items() if k not in ("name", "model"))
             table.add_row(w["name"], w["model"], shape)
         out.print(table)
+        cpu = [w["name"] for w in t.get("cpu_workloads", [])]
+        if cpu:
+            out.print(f"  on a CPU (Triton's interpreter): {', '.join(cpu)}", markup=False, highlight=False)
     out.print(
         "Any PyTorch operator of your own: nodice check NEW.py --reference REF.py (KernelBench's Model / "
         "ModelNew convention, docs/reference.md); a FlashInfer-Bench Solution: nodice check SOLUTION.json "

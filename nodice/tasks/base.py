@@ -348,6 +348,8 @@ class Task(ABC):
             "arity": self.arity,
             "unit": self.unit,
             "workloads": [{"name": w.name, "model": w.model, **w.params} for w in self.workloads()],
+            # What a run on a CPU (Triton's interpreter) is scored on: `--workload` takes these there.
+            "cpu_workloads": [{"name": w.name, **w.params} for w in self.small_workloads()],
         }
 
 
