@@ -283,6 +283,12 @@ def test_a_run_whose_files_are_in_the_way_is_one_line(finished_run: Path, tmp_pa
     assert not (run / "report.html.tmp").exists()
 
 
+def test_run_status_json_names_the_error_in_json(tmp_path: Path) -> None:
+    proc = run_cli("run", "status", "--json", "--run-dir", str(tmp_path))
+    _one_line_error(proc, "is not a nodice run")
+    assert json.loads(proc.stdout) == {"error": f"{tmp_path} is not a nodice run", "exit_code": 2}
+
+
 def test_a_state_cache_that_is_not_an_object_is_rebuilt(finished_run: Path, tmp_path: Path) -> None:
     run = _copy(finished_run, tmp_path)
     (run / "state.json").write_text("[1, 2]\n")

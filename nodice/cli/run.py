@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from nodice.cli.common import fail
 from nodice.errors import NodiceError
-from nodice.gate.result import EXIT_PASS, EXIT_REJECTED
+from nodice.gate.result import EXIT_ERROR, EXIT_PASS, EXIT_REJECTED
 
 if TYPE_CHECKING:
     from nodice.evolution.session import RunSession
@@ -43,23 +43,28 @@ def _find_run(run_dir: Path | None) -> Path:
     fail("not inside a run: pass --run-dir or set NODICE_RUN_DIR")
 
 
-def open_session(run_dir: Path | None) -> RunSession:
+def open_session(run_dir: Path | None, as_json: bool = False) -> RunSession:
+    """The run's session, or one line and exit 2 (after one JSON object naming the error, with
+    ``as_json``)."""
     from nodice.evaluation.executor import ExecutorConfig
     from nodice.evolution.rundir import RunDir
     from nodice.evolution.session import RunSession
+
+    def refuse(line: str) -> NoReturn:
+        fail(line, json_object={"error": line, "exit_code": EXIT_ERROR} if as_json else None)
 
     # Set by `nodice evolve` for the agent command it launches: its island, where to evaluate.
     island = os.environ.get("NODICE_ISLAND", "")
     run = RunDir(_find_run(run_dir), island=int(island) if island.isdigit() else None)
     if not run.exists():
-        fail(f"{run.root} is not a nodice run")
+        refuse(f"{run.root} is not a nodice run")
     kind = os.environ.get("NODICE_EXECUTOR", "local")
     address = os.environ.get("NODICE_RAY_ADDRESS") if kind == "ray" else None
     try:
         executor = ExecutorConfig(kind, 1, address).validate()
         return RunSession(run, run.load_config(), executor=executor)
     except NodiceError as exc:
-        fail(exc.line())
+        refuse(exc.line())
 
 
 def _agent_name() -> str:
@@ -112,7 +117,7 @@ def run_status(
     """Best version, evaluations and budget, rejections, the supervisor's current direction."""
     from nodice.evolution.status import run_status as status_of
 
-    session = open_session(run_dir)
+    session = open_session(run_dir, as_json)
     try:
         status = status_of(session)
     finally:
