@@ -23,7 +23,6 @@ FAILURES = {
     "crash_os_exit.py": ("error", "status 3"),
     "oom_single_allocation.py": ("error", "crashed"),
     "crash_exit_at_import.py": ("error", "exit(0)"),
-    "hang_in_call.py": ("error", "timed out after 8 s in the anti-cheat probes (fixed 8 s limit"),
     "oom_gradual.py": ("error", "out of memory"),
     # Right values in a strided layout: the output contract is broken, nobody is accused.
     "bad_output_column_major.py": ("error", "bad output: y is a non-contiguous view"),
@@ -86,10 +85,16 @@ def _run_group(
     return seen
 
 
+# Its own group: the fixed limit that ends it is short, and no other case should race that limit (a
+# gradual allocation on a loaded machine is stopped by the memory limit, however long it takes).
+HANGS = {"hang_in_call.py": ("error", "timed out after 8 s in the anti-cheat probes (fixed 8 s limit")}
+
+
 @pytest.mark.timeout(300)
 def test_failures_cost_one_candidate_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _run_group(HANGS, tmp_path / "hangs.sqlite", timeout_s=8)
     monkeypatch.setenv("NODICE_TEST_API_KEY", "do-not-leak")
-    seen = _run_group(FAILURES, tmp_path / "failures.sqlite", timeout_s=8)
+    seen = _run_group(FAILURES, tmp_path / "failures.sqlite", timeout_s=60)
     # The worker's environment is an allow-list: the caller's secrets never reach a candidate.
     env = seen["crash_reports_environment.py"].check.reason
     assert "PATH" in env and "NODICE_TEST_API_KEY" not in env
