@@ -261,6 +261,42 @@ def attention_varlen_gluon(keep: Path | None, sweep: bool) -> int:
     return fails
 
 
+def attention_varlen_persistent(keep: Path | None, sweep: bool) -> int:
+    """The ragged prefill candidate's persistent Gluon forward (one program per SM walking the items)
+    at its tiles, bf16, causal or not; ``--sweep`` adds its knobs' tiles and depths."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    mod = _load("attention_varlen_persistent")
+    fn = mod._varlen_persistent
+    fails = 0
+    configs = [(d, *mod._TILES[d]) for d in sorted(mod._TILES, reverse=True)]
+    if sweep:  # the knob values: the 64-key tile at D = 128, other depths at D = 64
+        configs += [(128, 64, 2), (64, 64, 3), (64, 128, 2), (64, 128, 4)]
+    for head_dim, block_n, stages in configs:
+        for causal in (False, True):
+            sig = {
+                "q_ptr": "*bf16",
+                "k_ptr": "*bf16",
+                "v_ptr": "*bf16",
+                "o_ptr": "*bf16",
+                "tiles_ptr": "*i32",
+                "n_slots": "i32",
+                "qk_scale": "fp32",
+                "q_heads": "i32",
+                "group": "i32",
+            }
+            consts = {"CAUSAL": causal, "HEAD_DIM": head_dim, "BLOCK_N": block_n, "NUM_STAGES": stages}
+            for name in consts:
+                sig[name] = "constexpr"
+            attrs = {(i,): ALIGNED for i in range(5)}
+            src = GluonASTSource(fn, sig, constexprs=consts, attrs=attrs)
+            label = (
+                f"attention_varlen_persistent D={head_dim} causal={causal} BLOCK_N={block_n} stages={stages}"
+            )
+            fails += not report(label, src, {"num_warps": 4, "maxnreg": mod._LAUNCH_MAXNREG}, keep)
+    return fails
+
+
 def attention_persistent(keep: Path | None, sweep: bool) -> int:
     """The bundled kernel's persistent Gluon forward at its pinned tiles, bf16, host TMA descriptors
     over the flattened heads."""
@@ -489,6 +525,7 @@ CHECKS = {
     "gemm_persistent_tma": gemm_persistent_tma,
     "attention_gluon": attention_gluon,
     "attention_varlen_gluon": attention_varlen_gluon,
+    "attention_varlen_persistent": attention_varlen_persistent,
     "attention_persistent": attention_persistent,
     "gdn_chunked": gdn_chunked,
     "gemm_pointer_tiles": gemm_pointer_tiles,

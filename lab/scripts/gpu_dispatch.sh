@@ -13,6 +13,9 @@
 #           the seed and an fp32 reference (lab/scripts/varlen_gpu.py), then the whole gate with its
 #           benchmark, then the bundled kernel's benchmark row by row in the same call
 #   STEP=9  STEP=1 on an H200, STEP=8 on another card
+#   STEP=10 any card: the persistent ragged prefill candidate (lab/candidates/attention_varlen_persistent.py)
+#           against the seed and fp32 (hang-guarded), timed beside the per-tile candidate and FlashInfer
+#           (bit-equal to the per-tile one), then the whole gate with its benchmark
 #           (lab/scripts/decode_settings.py arguments: --setting …, --workload …)
 # On an H100 (the H200 steps' H100 numbers exist already):
 #   STEP=3|4  attention_decode's knobs by hand, the register cap first (lab/scripts/decode_settings.py)
@@ -49,6 +52,12 @@ case "$gpu:${STEP:-1}" in
       "varlen_gate=300=python3 -m nodice check lab/candidates/attention_varlen_gluon.py --task attention_varlen --device cuda --bench --json --timeout 290 > \$RUN/check.json" \
       "varlen_seed=140=python3 -m nodice bench kernels --device cuda --task attention_varlen --json \$RUN/kernels.json --markdown \$RUN/kernels.md"
     cat "$OUT/run_many.log"; tail -30 "$OUT/varlen_check/log" 2>/dev/null; tail -5 "$OUT/varlen_gate/log" 2>/dev/null ;;
+  *:10)
+    BUDGET=${BUDGET:-560} bench/gpu/run_many.sh \
+      "pcheck=60=python3 lab/scripts/varlen_gpu.py --candidate lab/candidates/attention_varlen_persistent.py --json \$RUN/varlen_gpu.json" \
+      "perf=150=python3 lab/scripts/varlen_perf.py --json \$RUN/perf.json lab/candidates/attention_varlen_gluon.py lab/candidates/attention_varlen_persistent.py --baseline 'FlashInfer batch prefill'" \
+      "pgate=240=python3 -m nodice check lab/candidates/attention_varlen_persistent.py --task attention_varlen --device cuda --bench --json --timeout 230 > \$RUN/check.json"
+    cat "$OUT/run_many.log"; tail -12 "$OUT/pcheck/log" 2>/dev/null; tail -12 "$OUT/perf/log" 2>/dev/null ;;
   *H200*:7)
     STEP=1 exec "$0" ;;
   *:7)
