@@ -236,14 +236,11 @@ def _option_problem(
     trace: Path | None,
 ) -> str:
     """What is wrong with the options that take a value nodice cannot use ("" when nothing is)."""
-    if seed_problem(seed):
-        return seed_problem(seed)
-    if timeout is not None:
-        problem = seconds_problem("--timeout", timeout)
-        if problem:
-            return problem
-        if not sandbox and not static_only:
-            return "--timeout needs the sandbox (--no-sandbox runs the candidate without limits): drop one"
+    problem = seed_problem(seed) or seconds_problem("--timeout", timeout)
+    if problem:
+        return problem
+    if timeout is not None and not sandbox and not static_only:
+        return "--timeout needs the sandbox (--no-sandbox runs the candidate without limits): drop one"
     for option, path in (("--store", store), ("--trace", trace)):
         if path is None:
             continue
