@@ -36,8 +36,10 @@ def phase(run_dir: Path) -> dict[str, Any]:
 
     with sqlite3.connect(run_dir / "results.sqlite") as db:
         created = [c for (c,) in db.execute("SELECT created FROM evolution_attempts ORDER BY id")]
-    start = min(created) if created else None
     seed, best = (versions[0], versions[-1]) if versions else (None, None)
+    # Seconds from the seed's commit: the seed itself is at 0 (the journal's first attempt is
+    # written a moment before the lineage's first commit, by a margin the machine's load sets).
+    start = seed.created if seed is not None else (min(created) if created else None)
 
     def since(t: float | None) -> float | None:
         return None if t is None or start is None else round(t - start, 1)
