@@ -89,3 +89,45 @@ def test_a_blocks_numpy_dtype_is_its_elements() -> None:
         assert interpreter._get_np_dtype(element) == np.dtype(held)
     pointers = tl.block_type(tl.pointer_type(tl.float16), [16])
     assert interpreter._get_np_dtype(pointers) == np.dtype(np.uint64)
+
+
+@triton.jit
+def _scaled_index(x_ptr, out_ptr, scale, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, x * scale + 7)
+
+
+def test_the_overflow_checks_the_interpreter_drops_are_not_computed_and_debug_keeps_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without debug, the interpreter computed each 32-bit ``+``/``*``'s overflow check and then
+    dropped its assertion; the values are int32's wrap-around either way, as on a GPU."""
+    import dataclasses
+
+    from triton.language.semantic import TritonSemantic
+    from triton.runtime import interpreter
+
+    prepare(torch.device("cpu"))
+    checks = []  # the overflow checks computed: each ends in an assertion, kept or dropped
+    original = TritonSemantic.device_assert
+
+    def counted(self: Any, cond: Any, msg: str, mask: Any) -> Any:
+        checks.append(msg)
+        return original(self, cond, msg, mask)
+
+    monkeypatch.setattr(TritonSemantic, "device_assert", counted)
+    x = torch.tensor([1, 3, 2**20, 2**30 - 1], dtype=torch.int32)
+    out = torch.empty_like(x)
+    _scaled_index[(1,)](x, out, 4099, BLOCK=4)
+    wrapped = ((x.to(torch.int64) * 4099 + 7 + 2**31) % 2**32 - 2**31).to(torch.int32)
+    assert torch.equal(out, wrapped) and not torch.equal(out.to(torch.int64), x.to(torch.int64) * 4099 + 7)
+    assert checks == []
+    # A builder in debug mode computes them, and asserts.
+    builder = interpreter.interpreter_builder
+    debug = dataclasses.replace(builder.options, debug=True, sanitize_overflow=True)
+    monkeypatch.setattr(builder, "options", debug)
+    prepare(torch.device("cpu"))
+    with pytest.raises(Exception, match="int32 overflow detected for operation mul"):
+        _scaled_index[(1,)](x, out, 4099, BLOCK=4)
+    assert checks == ["int32 overflow detected for operation mul"]

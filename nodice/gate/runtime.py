@@ -36,6 +36,7 @@ def prepare(device: torch.device) -> None:
     os.environ["TRITON_INTERPRET"] = "1"
     _install_deterministic_interpreter_dot()
     _patch_the_language_once_per_launch()
+    _skip_the_discarded_overflow_checks()
 
 
 def _install_deterministic_interpreter_dot() -> None:
@@ -65,6 +66,29 @@ def _install_deterministic_interpreter_dot() -> None:
 
     builder_cls.create_dot = create_dot
     builder_cls._nodice_dot = True
+
+
+def _skip_the_discarded_overflow_checks() -> None:
+    """Don't compute the integer-overflow checks whose assertion the interpreter then drops.
+
+    The interpreter's options ask for overflow sanitising (``sanitize_overflow``) with ``debug``
+    off: every ``+``, ``-`` and ``*`` of 32-bit integers is done again in int64 and compared with
+    the type's bounds, and ``device_assert`` returns at once without debug. With debug off the
+    check decides nothing, so it is not computed (a third of a norm kernel's interpreter time);
+    a builder in debug mode keeps it, and asserts.
+    """
+    try:
+        import dataclasses
+
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return
+    builder: Any = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if not isinstance(options, interpreter.InterpreterOptions) or not hasattr(options, "sanitize_overflow"):
+        return  # another Triton: leave its interpreter as it is
+    if options.sanitize_overflow and not getattr(options, "debug", True):
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
 
 
 def _memoised(fn: Any) -> Any:
