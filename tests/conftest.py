@@ -11,6 +11,8 @@ from types import ModuleType
 import pytest
 import torch
 
+from tests.cli_fork import CliForker
+
 # Without a GPU every verdict runs Triton under its interpreter; set it before any candidate is imported.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -48,8 +50,29 @@ def shared_fork_server() -> Iterator[None]:
         shared.close()
 
 
+_FORKER: CliForker | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_forker(shared_fork_server: None) -> Iterator[None]:
+    """The command lines' fork server (:mod:`tests.cli_fork`): torch imported once per test process
+    rather than once per command. ``NODICE_TEST_CLI_SPAWN=1`` spawns a new interpreter for each."""
+    global _FORKER
+    if os.environ.get("NODICE_TEST_CLI_SPAWN") == "1":
+        yield
+        return
+    _FORKER = CliForker(dict(os.environ))
+    try:
+        yield
+    finally:
+        forker, _FORKER = _FORKER, None
+        forker.close()
+
+
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``nodice`` entry point as a user would."""
+    """Run ``python -m nodice ARGS`` as a user would, in a process of its own."""
+    if _FORKER is not None:
+        return _FORKER.run(list(args), ROOT, timeout)
     return subprocess.run(
         [sys.executable, "-m", "nodice", *args],
         capture_output=True,
