@@ -160,7 +160,51 @@ def _patch_the_language_once_per_launch() -> None:
 
         interpreter._get_np_dtype = get_np_dtype
     _share_block_shapes()
+    _list_the_builtins_once()
     interpreter._nodice_patch_once = True
+
+
+def _list_the_builtins_once() -> None:
+    """Find each language module's builtins once, not at every patching.
+
+    A launch patches every builtin of ``triton.language``, its ``tensor``, ``math`` and
+    ``triton.language.core`` with a wrapper that passes the interpreter's semantics, and finds them
+    with ``inspect.getmembers`` every time: a few milliseconds a launch, a tenth of a norm kernel's
+    gate. The modules' builtins don't change, so each module's are listed once: those that are
+    builtins now, and those a patching left wrapped (their wrapper holds the builtin, as ``member``).
+    Patching wraps the same builtins as before.
+    """
+    import inspect
+
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    if not all(hasattr(interpreter, n) for n in ("_patch_builtin", "_patch_attr")):
+        return  # another Triton: leave its interpreter as it is
+    patch_attr = interpreter._patch_attr
+    listed: dict[int, tuple[Any, list[tuple[str, Any]]]] = {}
+
+    def builtin_of(member: Any) -> Any:
+        if tl.core.is_builtin(member):
+            return member
+        if getattr(member, "__name__", "") == "<lambda>":  # a wrapper a patching left in place
+            original = (getattr(member, "__kwdefaults__", None) or {}).get("member")
+            if original is not None and tl.core.is_builtin(original):
+                return original
+        return None
+
+    def builtins(pkg: Any) -> list[tuple[str, Any]]:
+        known = listed.get(id(pkg))
+        if known is None or known[0] is not pkg:
+            found = [(name, b) for name, m in inspect.getmembers(pkg) if (b := builtin_of(m)) is not None]
+            listed[id(pkg)] = known = (pkg, found)
+        return known[1]
+
+    def patch_builtin(pkg: Any, builder: Any, scope: Any) -> None:
+        for name, member in builtins(pkg):
+            patch_attr(pkg, name, member, builder, scope)
+
+    interpreter._patch_builtin = patch_builtin
 
 
 def _int_dims(shape: Any, core: Any) -> tuple[int, ...] | None:
