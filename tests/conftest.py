@@ -69,16 +69,16 @@ def cli_forker(shared_fork_server: None) -> Iterator[None]:
         forker.close()
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m nodice ARGS`` as a user would, in a process of its own."""
+def run_cli(*args: str, timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m nodice ARGS`` in ``cwd`` as a user would, in a process of its own."""
     if _FORKER is not None:
-        return _FORKER.run(list(args), ROOT, timeout)
+        return _FORKER.run(list(args), cwd, timeout)
     return subprocess.run(
         [sys.executable, "-m", "nodice", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 

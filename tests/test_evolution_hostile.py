@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from nodice.evolution.journal import Journal
@@ -12,7 +10,7 @@ from nodice.evolution.lineage import Lineage
 from nodice.evolution.session import RunSession
 from nodice.evolution.start import EvolveOptions, prepare_run
 from nodice.evolution.tools import AgentTools
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, run_cli
 
 SEED = (EXAMPLES / "rmsnorm" / "seed.py").read_text()
 BROKEN = "import torch\n\ndef kernel(x, weight, eps):\n    return torch.empty_like(x)[\n"
@@ -69,13 +67,7 @@ def test_a_candidate_cannot_reach_the_run_by_its_paths(tmp_path: Path) -> None:
     (run.workspace / "kernel.py").write_text(REACHES_FOR_THE_RUN + SEED)
     kept = {name: (run.root / name).read_bytes() for name in ("run.json", ".git/HEAD")}
     # As an agent's command calls it: from the workspace, beside the journal and the lineage.
-    proc = subprocess.run(
-        [sys.executable, "-m", "nodice", "run", "eval", "--run-dir", str(run.root)],
-        cwd=run.workspace,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli("run", "eval", "--run-dir", str(run.root), cwd=run.workspace, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {name: (run.root / name).read_bytes() for name in kept} == kept
     assert [a.outcome for a in Journal(run.store_path).attempts()] == ["eligible"]  # judged as usual

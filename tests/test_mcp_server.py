@@ -24,6 +24,7 @@ from nodice.evolution.agents.rmsnorm_template import RowKnobs, render
 from nodice.evolution.journal import Journal
 from nodice.evolution.lineage import Lineage
 from nodice.evolution.start import EvolveOptions, prepare_run
+from tests.conftest import run_cli
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "nodice" / "examples" / "rmsnorm"
 # A split count from the batch size: the static stage names the mechanism and the repair.
@@ -182,8 +183,6 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], line: str) -> No
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         filled = [a.format(missing=tmp_path / "nope", run=tmp_path, busy=busy.getsockname()[1]) for a in args]
-        done = subprocess.run(
-            [sys.executable, "-m", "nodice", "mcp", *filled], capture_output=True, text=True, timeout=60
-        )
+        done = run_cli("mcp", *filled, timeout=60)
     assert done.returncode == 2 and line in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
