@@ -15,7 +15,9 @@ trap 'rm -f "$mypy_log"' EXIT
 .venv/bin/mypy nodice >"$mypy_log" 2>&1 &
 mypy_pid=$!
 status=0
-.venv/bin/python -m pytest -q -n "${NODICE_TEST_WORKERS:-2}" --dist worksteal --durations=15 "$@" || status=$?
+# Whole modules per worker (--dist loadscope): a module's fixtures (a gated mode, a benchmark run, a
+# built-in evolution) are built once, not once in each worker that takes some of its tests.
+.venv/bin/python -m pytest -q -n "${NODICE_TEST_WORKERS:-2}" --dist loadscope --durations=15 "$@" || status=$?
 wait "$mypy_pid" || status=1
 cat "$mypy_log"
 exit "$status"
