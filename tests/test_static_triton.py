@@ -483,7 +483,9 @@ def test_a_batch_dependent_constexpr_flag_that_rewrites_a_value_is_a_violation(t
     # Where the value is rounded to the storage dtype follows the batch: the stored values do too.
     violations, _, sink = analyze(tmp_path, ROW_SCALE.format(cond="ROUND", flag="batch > 16"), "rmsnorm")
     assert [(v.protected, v.line) for v in violations] == [("ROUND", sink)]
-    assert "changes the values _scale_rows computes" in violations[0].message
+    # A setting of an elementwise computation: the full gate settles it by launching both settings.
+    assert violations[0].rule == "elementwise_value_from_batch"
+    assert "changes how _scale_rows computes each element" in violations[0].message
 
 
 def test_a_constexpr_flag_from_the_problem_or_a_runtime_guard_is_not(tmp_path: Path) -> None:

@@ -24,14 +24,22 @@ The watch costs a trace call per Python call while it is on, so it is installed 
 candidate with such findings, only in the dynamic stage, only until the choices of the call are
 made (the kernel's own work after them runs untraced), and no longer once both sides of every
 watched branch have run.
+
+A kernel parameter the batch chooses (``USE_MUL=B >= 16``, or ``s = a if B >= 16 else b``) that
+reaches only the elements the kernel stores (``elementwise_value_from_batch``) is watched at the
+kernel's launches instead: the Triton launch records the values the parameter takes, and its
+"sides" are two different settings. The finding is cleared only if the kernel was launched with
+two settings in the dynamic contexts and no tracked sample changed its bits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
@@ -40,10 +48,15 @@ from typing import Any
 from nodice.gate.result import Finding
 
 # Choices between algorithms, and a dtype chosen by a branch (a conversion that may change no bits).
-CONFIRMABLE_RULES = frozenset({"algorithm_selection_by_batch", "precision_from_batch"})
+CONFIRMABLE_RULES = frozenset(
+    {"algorithm_selection_by_batch", "precision_from_batch", "elementwise_value_from_batch"}
+)
 
 # The two sides of each kind of branch, in the words a report uses.
-SIDES = {"if": ("taken", "other"), "try": ("tried", "handler")}
+SIDES = {"if": ("taken", "other"), "try": ("tried", "handler"), "launch": ("first", "second")}
+
+# The launch arguments whose values the launch watch records: scalars, as a specialisation keys them.
+_SETTING_TYPES = (bool, int, float, str, type(None))
 
 
 def confirmable(f: Finding) -> bool:
@@ -65,6 +78,7 @@ class Watch:
     finding: Finding
     path: str  # the file's real path, to tell apart functions of the same name and line
     seen: set[str] = field(default_factory=set)
+    settings: set[tuple[str, str]] = field(default_factory=set)  # launch: the values seen, by type
     _tables: dict[CodeType, dict[int, str]] = field(default_factory=dict)
 
     @property
@@ -78,6 +92,26 @@ class Watch:
 
     def covered(self) -> bool:
         return set(SIDES[self.kind]) <= self.seen
+
+    def launched_with(self, value: Any) -> None:
+        """A launch passed ``value`` for the watched parameter: a second distinct setting is the
+        other side. A value that is not a plain scalar is not counted."""
+        if not isinstance(value, _SETTING_TYPES):
+            return
+        self.settings.add((type(value).__name__, repr(value)))
+        self.seen = set(SIDES["launch"][: min(len(self.settings), 2)])
+
+    def unseen(self) -> str:
+        """What dynamic validation never ran, as a report says it."""
+        if self.kind == "launch":
+            b = self.branch
+            got = ", ".join(sorted(v for _, v in self.settings)) or "none"
+            return (
+                f"dynamic validation launched {b['function']} with one setting of {b['param']} only "
+                f"({got}), so nothing shows the settings agree"
+            )
+        sides = " and ".join(self.missing())
+        return f"dynamic validation never ran its {sides} side, so nothing shows the two sides agree"
 
     def missing(self) -> list[str]:
         return [s for s in SIDES[self.kind] if s not in self.seen]
@@ -169,8 +203,10 @@ class BranchWatch:
             target = Path(candidate) if shown == str(candidate) else folder / shown
             self.watches.append(Watch(f, os.path.realpath(str(target))))
         self._by_key: dict[tuple[str, int], list[Watch]] = {}
+        self._launches: dict[tuple[str, int], list[Watch]] = {}
         for w in self.watches:
-            self._by_key.setdefault((w.branch["function"], int(w.branch["first_line"])), []).append(w)
+            key = (w.branch["function"], int(w.branch["first_line"]))
+            (self._launches if w.kind == "launch" else self._by_key).setdefault(key, []).append(w)
         self._codes: dict[CodeType, list[Watch]] = {}
         self._undecided: set[int] = set()
 
@@ -211,15 +247,71 @@ class BranchWatch:
             todo = self.uncovered()
             if not todo:
                 return fn(*args, **kwargs)
-            before = sys.gettrace()
-            self._undecided = {id(w) for w in todo}
-            sys.settrace(self._trace)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                sys.settrace(before)
+            launches = any(w.kind == "launch" for w in todo)
+            self._undecided = {id(w) for w in todo if w.kind != "launch"}
+            with self._launch_hook() if launches else contextlib.nullcontext():
+                if not self._undecided:
+                    return fn(*args, **kwargs)
+                before = sys.gettrace()
+                sys.settrace(self._trace)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    sys.settrace(before)
 
         return watched
+
+    @contextlib.contextmanager
+    def _launch_hook(self) -> Iterator[None]:
+        """Triton's launches, recorded for the launch watches while the call runs: ``run`` of the
+        compiled and of the interpreted kernel class, whichever this process has, each restored after."""
+        classes: list[type] = []
+        for module, name in (
+            ("triton.runtime.jit", "JITFunction"),
+            ("triton.runtime.interpreter", "InterpretedFunction"),
+        ):
+            cls = getattr(sys.modules.get(module), name, None)
+            if isinstance(cls, type) and "run" in cls.__dict__:
+                classes.append(cls)
+        saved = [(cls, cls.__dict__["run"]) for cls in classes]
+        for cls, orig in saved:
+            cls.run = self._recording(orig)  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            for cls, orig in saved:
+                cls.run = orig  # type: ignore[attr-defined]
+
+    def _recording(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
+
+        @functools.wraps(orig)
+        def run(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            watch._record(kernel, args, kwargs)
+            return orig(kernel, *args, **kwargs)
+
+        return run
+
+    def _record(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        code = getattr(getattr(kernel, "fn", None), "__code__", None)
+        if not isinstance(code, CodeType):
+            return
+        near = self._launches.get((code.co_name, code.co_firstlineno))
+        if not near:
+            return
+        real = os.path.realpath(code.co_filename)
+        names = list(getattr(kernel, "arg_names", None) or inspect.signature(kernel.fn).parameters)
+        bound = dict(zip(names, args, strict=False)) | {k: v for k, v in kwargs.items() if k in names}
+        for w in near:
+            if w.path != real or w.covered():
+                continue
+            p = str(w.branch["param"])
+            if p in bound:
+                w.launched_with(bound[p])
+            else:  # not passed: the parameter's default, the same at every launch
+                default = inspect.signature(kernel.fn).parameters.get(p)
+                if default is not None and default.default is not inspect.Parameter.empty:
+                    w.launched_with(default.default)
 
     def uncovered(self) -> list[Watch]:
         return [w for w in self.watches if not w.covered()]

@@ -140,17 +140,21 @@ def _settle(watch: BranchWatch, result: CheckResult) -> None:
     for w in watch.watches:
         if w.covered():
             w.finding.severity = "cleared"
+            ran = (
+                f"{w.branch['function']} ran with two settings of {w.branch['param']}"
+                if w.kind == "launch"
+                else "both sides of the batch-dependent choice ran"
+            )
             result.notes.append(
-                f"{w.finding.file}:{w.finding.line} cleared: both sides of the batch-dependent choice ran "
-                "in dynamic validation and no tracked sample's bits changed"
+                f"{w.finding.file}:{w.finding.line} cleared: {ran} in dynamic validation and no tracked "
+                "sample's bits changed"
             )
     stats = {"watched": len(watch.watches), "cleared": len(watch.watches) - len(open_)}
     if not open_:
         result.stages.append(StageResult("branches", "pass", 0.0, "", stats))
         return
     w = open_[0]
-    sides = " and ".join(w.missing())
-    why = f"dynamic validation never ran its {sides} side, so nothing shows the two sides agree"
+    why = w.unseen()
     result.stages.append(
         StageResult("branches", "reject", 0.0, f"{w.finding.file}:{w.finding.line}: {why}", stats)
     )
@@ -250,7 +254,8 @@ def check(
                 counts["to_settle"] = len(pending)
                 detail = (
                     f"{len(pending)} batch-dependent choice(s) between algorithms: dynamic validation "
-                    "must run both sides with every tracked sample's bits unchanged"
+                    "must run both sides (a kernel parameter: two settings) with every tracked sample's "
+                    "bits unchanged"
                 )
                 watch = BranchWatch(pending, p)
             result.stages.append(StageResult("static", verdict, _ms(t0), detail, counts))

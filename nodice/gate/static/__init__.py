@@ -15,8 +15,9 @@ from typing import Any
 import nodice.gate.static.per_sample as per_sample
 from nodice.gate.branches import CONFIRMABLE_RULES
 from nodice.gate.result import Finding
+from nodice.gate.static.branches import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH
 from nodice.gate.static.contracts import Contract, contract_for, parse_contract_file, shipped_contracts
-from nodice.gate.static.dataflow import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, Interp
+from nodice.gate.static.dataflow import Interp
 from nodice.gate.static.expressions import CHOSEN_TENSOR
 from nodice.gate.static.module_state import MAX_STATE_PASSES, state_taint
 from nodice.gate.static.native import analyze_native

@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nodice.gate.static.program import ModuleInfo
+    from nodice.gate.static.program import KernelRef, ModuleInfo
+
+# Trace steps of values that depend on the batch only through which side of a branch ran: the
+# branch itself is judged as an algorithm choice (choices.py), not the values.
+ASSIGNED_UNDER_BRANCH = "assigned under the batch-dependent branch"
+RETURNED_UNDER_BRANCH = "returned under the batch-dependent branch"
 
 Span = list[int]  # [line, column, end line, end column], as ``co_positions`` counts them
 
@@ -93,4 +98,19 @@ def try_branch(mod: ModuleInfo, s: ast.Try, handler: ast.ExceptHandler) -> dict[
         "statement": span([s]),
         "tried": span(s.body),
         "handler": span(handler.body),
+    }
+
+
+def launch_branch(kref: KernelRef, param: str, launch: ast.Call) -> dict[str, Any]:
+    """A kernel parameter the batch chooses: the dynamic stage records the values it is launched with
+    (the kernel as the interpreter names its function, and the parameter)."""
+    fn = kref.node
+    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+    return {
+        "kind": "launch",
+        "file": kref.module.display,
+        "function": fn.name,
+        "first_line": first,
+        "line": launch.lineno,
+        "param": param,
     }

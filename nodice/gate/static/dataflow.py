@@ -16,6 +16,7 @@ import functools
 from typing import Any
 
 import nodice.gate.static.tiles as tiles
+from nodice.gate.static.branches import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH
 from nodice.gate.static.calls import CallMixin
 from nodice.gate.static.expressions import ExprMixin
 from nodice.gate.static.handlers import HandlerMixin, terminates
@@ -36,11 +37,6 @@ from nodice.gate.static.torch_calls import TorchMixin
 from nodice.gate.static.triton_kernels import is_jit
 from nodice.gate.static.triton_launch import LaunchMixin
 from nodice.gate.static.values import NO_CONST, Trace, V, extend, first_taint, merge_envs
-
-# Trace steps of values that depend on the batch only through which side of a branch ran: the
-# branch itself is judged as an algorithm choice (choices.py), not the values.
-ASSIGNED_UNDER_BRANCH = "assigned under the batch-dependent branch"
-RETURNED_UNDER_BRANCH = "returned under the batch-dependent branch"
 
 
 def _raises_only(body: list[ast.stmt]) -> bool:

@@ -115,6 +115,15 @@ RULES: dict[str, Rule] = {
             "from the start of the sample, not of the packed batch)",
         ),
         Rule(
+            "elementwise_value_from_batch",
+            "algorithm_selection",
+            "the batch chooses a setting of a kernel that computes each element from its own inputs",
+            "settled by dynamic validation, which must launch the kernel with two of its settings and "
+            "see every tracked sample keep its bits; pass one setting for every batch size to make it "
+            "certain (the settings agree only where their formulas round alike, e.g. x * (1/d) and "
+            "x / d for a power-of-two d)",
+        ),
+        Rule(
             "accumulation_order_from_batch",
             "reduction_order",
             "a loop in an order decided by the batch accumulates into the output",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nodice.gate.static.branches import ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH, launch_branch
 from nodice.gate.static.triton_summary import KernelInfo, KernelSink
 from nodice.gate.static.values import NO_CONST, V
 
@@ -23,6 +24,9 @@ OPTIONS = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
 # Protected parameters that shape a reduction (split counts, chunk sizes), as opposed to seeds and
 # routing: exact reductions are what they cannot change.
 SHAPING = ("work_partitioning", "reduction_order")
+
+# Trace steps of a value the batch picks among alternatives rather than computes.
+CHOICE_MARKS = ("batch-dependent choice", ASSIGNED_UNDER_BRANCH, RETURNED_UNDER_BRANCH)
 
 
 def _shapes_exact_only(info: KernelInfo, p: str) -> bool:
@@ -88,6 +92,19 @@ class LaunchMixin:
             kref,
             KernelSink("kernel", frozenset(), info.node.lineno, ""),
             f"{info.name} has no reduction whose bits depend on the order of its terms",
+        )
+
+    def _chosen_elementwise(self, info: KernelInfo, p: str, v: V) -> bool:
+        """Whether ``p`` picks one of a few settings of an elementwise computation: it reaches the
+        kernel's stored values only (no reduction, bound, tile or draw sees it), none of them a
+        reduction, and it is a compile-time constant (a specialisation of the kernel) or a runtime
+        scalar chosen by a batch-dependent condition (``a if B >= 16 else b``), not a number computed
+        from the batch (``1 / B``)."""
+        sinks = info.param_sinks(p)
+        if not sinks or any(s.kind != "output" for s in sinks):
+            return False
+        return p in info.constexprs or any(
+            any(mark in step for mark in CHOICE_MARKS) for step in (v.taint or ())
         )
 
     def _kernel_step(self, kref: KernelRef, s: KernelSink, note: str) -> str:
@@ -175,6 +192,19 @@ class LaunchMixin:
                     "the batch",
                     (*v.taint, at),
                     self._kernel_step(kref, branches[0], f"{p} picks the reduction"),
+                )
+            elif outputs and prot is None and self._chosen_elementwise(info, p, v):
+                # One of a few settings, each computing every element from its own inputs: whether
+                # the settings agree is settled by running them (``gate.branches``).
+                self.an.report(
+                    "elementwise_value_from_batch",
+                    self.mod,
+                    node,
+                    p,
+                    f"{p} is chosen by the batch and changes how {name} computes each element",
+                    (*v.taint, at),
+                    self._kernel_step(kref, outputs[0], f"{p} reaches the stored values"),
+                    branch=launch_branch(kref, p, node),
                 )
             elif outputs and prot is None and not (bounds or rng):
                 reduced = any(s.kind == "output_reduced" for s in outputs)
