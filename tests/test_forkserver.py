@@ -59,6 +59,17 @@ def test_a_worker_is_a_fork_of_the_server_in_its_own_session_and_reports_its_dea
         worker.close()
 
 
+def test_the_server_has_imported_triton_for_its_cpu_workers() -> None:
+    """Each worker would import Triton (a fifth of a second); its fork finds it imported already."""
+    worker = WorkerProcess("cpu", Limits())
+    try:
+        server = server_for(clean_environment(PACKAGE_ROOT, None))
+        maps = Path(f"/proc/{server.pid}/maps").read_text()
+        assert "libtriton" in maps and "libtorch_cpu" in maps
+    finally:
+        worker.close()
+
+
 def test_cuda_workers_are_new_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fork of a process that asked the driver anything cannot use CUDA: the server serves CPU workers."""
     assert forking_enabled("cpu") and not forking_enabled("cuda")

@@ -4,14 +4,15 @@ Importing torch is most of a worker's start-up (about 1.5-2 s of CPU; the rest,
 Triton and nodice, takes a tenth of it). A worker that runs one candidate
 (``isolation="isolated"``) pays it for every candidate. The fork server is a
 fresh interpreter, started like a worker with the worker's clean environment,
-that imports torch (with its C++ extension builder on a CPU-only torch) and nothing else, starts no
+that imports torch (with its C++ extension builder on a CPU-only torch) and Triton (with
+``TRITON_INTERPRET=1``, as the CPU workers it serves set it) and nothing else, starts no
 thread and never touches a device; each worker is then a fork of it, which goes on exactly as a spawned
 worker does (:func:`nodice.evaluation.worker_main.main`): its own session,
 its own pipes, its limits, Triton, the harness, the job.
 
 The worker is therefore never a fork of the caller (whatever the caller
 imported, patched or started), only of this server, whose whole state is
-"torch imported". Python's ``random`` is reseeded in every fork by Python
+"torch and Triton imported". Python's ``random`` is reseeded in every fork by Python
 itself, NumPy's global generator by the child.
 
 Protocol (one ``SOCK_SEQPACKET`` socket pair): the caller sends the worker's
@@ -95,13 +96,28 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
             sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def _import_torch() -> None:
+def _import_libraries() -> None:
     import torch  # the point of the server
 
     if not torch.cuda._is_compiled():
         # Its import asks torch.cuda.is_available() where CUDA is compiled in, which initialises the
         # driver and poisons every fork; a CPU-only torch has nothing to initialise.
         import torch.utils.cpp_extension
+    # Triton too (a fifth of a second a worker): every worker forked here is a CPU worker, whose
+    # Triton runs in its interpreter, so the server imports it as such a worker would (a Triton that
+    # reads the variable at import reads it set); its import starts no thread and touches no device.
+    # The environment itself stays the one the server was started with, which its callers match.
+    before = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        if before is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = before
 
 
 def _serve_connection(sock: socket.socket) -> None:
@@ -136,7 +152,7 @@ def _serve_connection(sock: socket.socket) -> None:
 def serve(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's Ctrl-C is the caller's; EOF ends us
     sock = socket.socket(fileno=fd)
-    _import_torch()
+    _import_libraries()
     _serve_connection(sock)
 
 
@@ -154,7 +170,7 @@ def serve_shared(listen_fd: int, owner_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(fileno=listen_fd)
     owner = socket.socket(fileno=owner_fd)
-    _import_torch()
+    _import_libraries()
     digest = environment_digest(dict(os.environ))
     servers: set[int] = set()
     while True:
