@@ -8,11 +8,13 @@ scripts/setup.sh --dev
 # One thread per process: the test workers already use both cores, and Triton's interpreter
 # (numpy on small blocks) runs ~3x faster without oversubscription.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# mypy (one core, about a minute) runs beside the tests: they spend about a third of their time
-# waiting on subprocesses, hang budgets and Ray start-ups. Its report is printed after them.
+# mypy (one core, about a minute and a half on a clean checkout) runs beside the tests, at the lowest
+# priority: they spend about a third of their time waiting on subprocesses, hang budgets and Ray
+# start-ups, and it takes the cores while they wait rather than from them. Its report is printed
+# after them.
 mypy_log=$(mktemp)
 trap 'rm -f "$mypy_log"' EXIT
-.venv/bin/mypy nodice >"$mypy_log" 2>&1 &
+nice -n 19 .venv/bin/mypy nodice >"$mypy_log" 2>&1 &
 mypy_pid=$!
 status=0
 # Whole modules per worker (--dist loadscope): a module's fixtures (a gated mode, a benchmark run, a
