@@ -1,5 +1,6 @@
 """`lab/scripts/transfer.py`: the second phase starts from the first phase's best version, and the
-summary reads both runs' lineages and stores (two real, CPU-sized evolution runs)."""
+summary reads both runs' lineages and stores (two real, CPU-sized evolution runs: the session's
+built-in run as the first phase)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nodice.evolution.lineage import Lineage
 from tests.conftest import ROOT, run_cli
+from tests.evolution_helpers import builtin_run
 
 SCRIPT = ROOT / "lab" / "scripts" / "transfer.py"
 
@@ -30,9 +34,13 @@ def _script(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_phase_b_starts_from_phase_as_best_and_the_summary_reads_both(tmp_path: Path) -> None:
-    a, b = tmp_path / "a", tmp_path / "b"
-    _evolve(a, ROOT / "nodice" / "examples" / "rmsnorm" / "seed.py", "cpu-small", 2)
+def test_phase_b_starts_from_phase_as_best_and_the_summary_reads_both(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Phase A: the session's built-in rmsnorm run (read only); phase B: one evaluation on cpu-wide.
+    a, _, _ = builtin_run(tmp_path_factory)
+    a_workloads = json.loads((a / "run.json").read_text())["workloads"]
+    b = tmp_path / "b"
     best = tmp_path / "a_best.py"
     assert _script("best", str(a), str(best)).returncode == 0
     versions = Lineage(a).versions()
@@ -45,7 +53,7 @@ def test_phase_b_starts_from_phase_as_best_and_the_summary_reads_both(tmp_path: 
     proc = _script("summary", str(a), str(b), str(out))
     assert proc.returncode == 0, proc.stderr
     s = json.loads(out.read_text())
-    assert s["a"]["workloads"] == ["cpu-small"] and s["b"]["workloads"] == ["cpu-wide"]
+    assert s["a"]["workloads"] == a_workloads and s["b"]["workloads"] == ["cpu-wide"]
     assert s["a"]["commits"] == len(versions) and s["a"]["best"]["version"] == versions[-1].version
     assert s["target_ratio"] == s["a"]["best"]["ratio_best"]
     assert s["b"]["evaluations"] == 1 and s["b"]["best"]["s_after_start"] == 0.0
