@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,23 @@ def shared_folder(factory: pytest.TempPathFactory) -> Path:
     """A folder every xdist worker of this session sees (the session's own one without xdist)."""
     base = factory.getbasetemp()
     return base.parent if base.name.startswith("popen-gw") else base
+
+
+def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """``shared_folder()/name``, made by the first worker that asks (``make`` writes it at a partial
+    path, renamed when done), under a file lock; the others wait for it and read it."""
+    folder = shared_folder(factory)
+    done = folder / name
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            partial = folder / f"{name}.partial"
+            if partial.is_dir():
+                shutil.rmtree(partial)
+            partial.unlink(missing_ok=True)
+            make(partial)
+            partial.rename(done)
+    return done
 
 
 def builtin_run(factory: pytest.TempPathFactory) -> tuple[Path, EvolveSummary, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ import pytest
 from nodice.bench.kernels_table import invariant_ratios, markdown, task_rows
 from nodice.kernels import bundled_kernel, is_seed
 from tests.conftest import run_cli
-from tests.evolution_helpers import shared_folder
+from tests.evolution_helpers import made_once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,20 +26,16 @@ def _nodice(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def rmsnorm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     """``nodice bench kernels --task rmsnorm`` on CPU with its JSON and Markdown reports, run once per
     test session, under xdist too; a fresh copy of the reports for each module that asks."""
-    folder = shared_folder(tmp_path_factory)
-    done = folder / "kernels-warmed"
-    with open(folder / "kernels-warmed.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            partial = folder / "kernels-warmed.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir()
-            proc = _nodice(
-                "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(partial / "k.json"),
-                "--markdown", str(partial / "k.md"),
-            )  # fmt: skip
-            (partial / "proc.json").write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
-            partial.rename(done)
+
+    def make(partial: Path) -> None:
+        partial.mkdir()
+        proc = _nodice(
+            "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(partial / "k.json"),
+            "--markdown", str(partial / "k.md"),
+        )  # fmt: skip
+        (partial / "proc.json").write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
+
+    done = made_once(tmp_path_factory, "kernels-warmed", make)
     out = tmp_path_factory.mktemp("kernels")
     for name in ("k.json", "k.md"):
         if (done / name).exists():
@@ -53,19 +48,15 @@ def unwarmed_rmsnorm_report(factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The report of ``nodice bench kernels --task rmsnorm --warm-workers 0`` on CPU (no warm-up phase:
     the measuring phase audits the baselines itself), made once per test session, under xdist too; a
     fresh copy for each caller. The local run the Ray tests compare a cluster's report with."""
-    folder = shared_folder(factory)
-    report = folder / "kernels-unwarmed.json"
-    with open(folder / "kernels-unwarmed.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not report.exists():
-            partial = folder / "kernels-unwarmed.partial.json"
-            partial.unlink(missing_ok=True)
-            proc = _nodice(
-                "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(partial),
-                "--warm-workers", "0",
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr[-2000:]
-            partial.rename(report)
+
+    def make(partial: Path) -> None:
+        proc = _nodice(
+            "bench", "kernels", "--device", "cpu", "--task", "rmsnorm", "--json", str(partial),
+            "--warm-workers", "0",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    report = made_once(factory, "kernels-unwarmed.json", make)
     return dict(json.loads(report.read_text()))
 
 

@@ -49,13 +49,21 @@ def _enclosing(tree: ast.Module, node: ast.AST) -> ast.FunctionDef | ast.AsyncFu
     return best
 
 
+def _first_line(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The function's code object's first line: its first decorator's, when it has decorators."""
+    return min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+
+
 def _where(mod: ModuleInfo, node: ast.AST) -> dict[str, Any] | None:
     fn = _enclosing(mod.tree, node)
     if fn is None:
         return None
-    # A code object's first line is its first decorator's, when it has decorators.
-    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
-    return {"file": mod.display, "function": fn.name, "first_line": first, "line": getattr(node, "lineno", 0)}
+    return {
+        "file": mod.display,
+        "function": fn.name,
+        "first_line": _first_line(fn),
+        "line": getattr(node, "lineno", 0),
+    }
 
 
 def _if_like(
@@ -104,13 +112,11 @@ def try_branch(mod: ModuleInfo, s: ast.Try, handler: ast.ExceptHandler) -> dict[
 def launch_branch(kref: KernelRef, param: str, launch: ast.Call) -> dict[str, Any]:
     """A kernel parameter the batch chooses: the dynamic stage records the values it is launched with
     (the kernel as the interpreter names its function, and the parameter)."""
-    fn = kref.node
-    first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
     return {
         "kind": "launch",
         "file": kref.module.display,
-        "function": fn.name,
-        "first_line": first,
+        "function": kref.node.name,
+        "first_line": _first_line(kref.node),
         "line": launch.lineno,
         "param": param,
     }
