@@ -221,3 +221,18 @@ def test_a_dtype_chosen_by_a_conditional_expression_reaches_the_output(
     path_text = "\n".join(violations[0].path)
     assert "a tensor as given or float16, a dtype that depends on the batch" in path_text
     assert "out = term if out is None else out + term" in path_text
+
+
+def test_an_incorrect_side_of_a_batch_choice_is_named_in_the_correctness_verdict(tmp_path: Path) -> None:
+    """A half-precision side that the correctness batches reach and that misses the tolerance: the
+    verdict is ``incorrect`` (before dynamic validation runs), and its reason names the batch-dependent
+    choice still to settle, the likely cause; a candidate without one gets the bare reason."""
+    lossy = HALF_FOR_LARGE.replace("batch >= 32", "batch >= 4")
+    half = nodice.check(_write(tmp_path, lossy, "half.py"), "rmsnorm", device="cpu", seed=1)
+    assert half.verdict == "incorrect", half.reason
+    assert half.reason.startswith("correctness: batch=5:")
+    assert "the batch chooses the path at line 22 (precision_from_batch:" in half.reason
+    assert [s.name for s in half.stages][-1] == "correctness"
+    always = nodice.check(_write(tmp_path, HALF_ALWAYS, "always.py"), "rmsnorm", device="cpu", seed=1)
+    assert always.verdict == "incorrect", always.reason
+    assert "the batch chooses" not in always.reason

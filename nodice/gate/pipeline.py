@@ -16,7 +16,7 @@ from nodice.gate.applicability import check_applicable
 from nodice.gate.branches import BranchWatch, confirmable
 from nodice.gate.correctness import check_correctness
 from nodice.gate.dynamic import VALUE_SEARCH, DynamicReport, validate
-from nodice.gate.result import CheatDetected, CheckResult, Mismatch, StageResult, StageVerdict
+from nodice.gate.result import CheatDetected, CheckResult, Finding, Mismatch, StageResult, StageVerdict
 from nodice.gate.runtime import CPU_NOTE, prepare, resolve_device
 from nodice.gate.static import triton_globals
 from nodice.gate.static.project import cuda_code
@@ -214,6 +214,7 @@ def check(
     candidate = str(path)
     result = CheckResult("pass", task if isinstance(task, str) else task.name, candidate, device or "", "")
     watch: BranchWatch | None = None
+    pending: list[Finding] = []  # static findings that running both sides may settle
     try:
         t = get_task(task) if isinstance(task, str) else task
         dev = resolve_device(device)
@@ -306,6 +307,14 @@ def check(
             if not rep.ok:
                 result.verdict = "incorrect"
                 result.reason = f"correctness: {rep.detail}"
+                if watch is not None:
+                    # The batch also picks this candidate's path: likely where the error comes from.
+                    f = pending[0]
+                    line = (f.branch or {}).get("line", f.line)
+                    result.reason += (
+                        f"; the batch chooses the path at line {line} ({f.rule}: {f.message}), "
+                        "not yet run on both sides"
+                    )
                 return result
 
         if dynamic:
