@@ -346,7 +346,7 @@ def test_a_kernels_first_launch_counts_as_compilation(monkeypatch: pytest.Monkey
     heartbeat._hook_triton_loads(heartbeat.Heartbeat(child))
     heartbeat._hook_triton_loads(heartbeat.Heartbeat(child))  # installed once
     kernel = CompiledKernel.__new__(CompiledKernel)
-    kernel.module = None
+    kernel.module, kernel._module_pid = None, None  # as __init__ leaves them (its __del__ reads both)
     with pytest.raises(Exception):  # noqa: B017 - Triton's own error on a machine without a GPU
         kernel._init_handles()
     assert [parent.recv(), parent.recv()] == [("compile", "start"), ("compile", "end")]
