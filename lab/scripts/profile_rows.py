@@ -114,10 +114,13 @@ def summarize(folder: Path) -> list[dict[str, Any]]:
 
 
 def _impl(task_name: str, impl: str, device: Any) -> Any:
-    if impl == "nodice":
+    if impl == "nodice" or impl.endswith(".py"):
         import importlib.util
 
-        path = ROOT / "nodice" / "kernels" / f"{task_name}.py"
+        # The bundled kernel, or a candidate file by its path from the repository root.
+        path = ROOT / "nodice" / "kernels" / f"{task_name}.py" if impl == "nodice" else ROOT / impl
+        if not path.is_file():
+            raise SystemExit(f"profile_rows: no candidate file {impl}")
         spec = importlib.util.spec_from_file_location(f"profiled_{task_name}", path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)

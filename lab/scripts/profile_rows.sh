@@ -4,7 +4,8 @@
 #
 # Usage (from the repository root, on a GPU machine whose runtime lets ncu read the counters):
 #   OUT=/some/dir lab/scripts/profile_rows.sh [TASK:WORKLOAD:IMPL[:SECONDS] ...]
-# With no case named, the default list below. IMPL is `nodice` or a substring of a baseline's name.
+# With no case named, the default list below. IMPL is `nodice`, a candidate file (its path from the
+# repository root, ending in .py) or a substring of a baseline's name.
 # SECONDS_PER_CASE (default 60) stops one case, SECONDS after a case overrides it for that case (a
 # library whose first call compiles, FlashInfer's decode or fla's chunked kernel, needs more than
 # 40 s); BUDGET (default 270) skips cases that would start with less than their seconds left.

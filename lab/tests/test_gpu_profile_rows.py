@@ -110,3 +110,19 @@ def test_script_takes_seconds_per_case_and_sections(tmp_path: Path) -> None:
     assert "rmsnorm:llama3-8b-prefill:Liger:500: skipped" in log
     assert "seconds 'soon' is not a whole number" in log
     assert (out / "gemm__qwen3-32b-down-decode-1__nodice.csv").exists()
+
+
+def test_a_candidate_file_is_profiled_by_its_path() -> None:
+    """IMPL ending in .py is a candidate file (its ``kernel``); a missing one is one line, not a
+    traceback on the GPU machine."""
+    import pytest
+    import torch
+
+    mod = _module()
+    kernel = mod._impl("rmsnorm", "nodice/examples/rmsnorm/split_rows_small_batch.py", torch.device("cpu"))
+    assert kernel.__module__ == "profiled_rmsnorm" and callable(kernel)
+    assert mod._impl("rmsnorm", "nodice", torch.device("cpu")).__code__.co_filename.endswith(
+        "nodice/kernels/rmsnorm.py"
+    )
+    with pytest.raises(SystemExit, match=r"no candidate file lab/none\.py"):
+        mod._impl("rmsnorm", "lab/none.py", torch.device("cpu"))
