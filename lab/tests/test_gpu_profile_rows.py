@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PROF = ROOT / "lab" / "results" / "h200_2026-12-04" / "callO" / "prof"
 
@@ -115,7 +117,6 @@ def test_script_takes_seconds_per_case_and_sections(tmp_path: Path) -> None:
 def test_a_candidate_file_is_profiled_by_its_path() -> None:
     """IMPL ending in .py is a candidate file (its ``kernel``); a missing one is one line, not a
     traceback on the GPU machine."""
-    import pytest
     import torch
 
     mod = _module()

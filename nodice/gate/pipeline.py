@@ -307,7 +307,7 @@ def check(
             if not rep.ok:
                 result.verdict = "incorrect"
                 result.reason = f"correctness: {rep.detail}"
-                if watch is not None:
+                if pending:
                     # The batch also picks this candidate's path: likely where the error comes from.
                     f = pending[0]
                     line = (f.branch or {}).get("line", f.line)
